@@ -1,0 +1,18 @@
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
+WORKDIR /app
+
+COPY pyproject.toml ./
+COPY config ./config
+COPY triage ./triage
+COPY learning ./learning
+COPY qualitylab ./qualitylab
+RUN pip install --upgrade pip && pip install .
+
+COPY . .
+RUN useradd --create-home --uid 1000 triage && mkdir -p /app/var && chown -R triage /app/var
+USER triage
+
+EXPOSE 8000
+CMD ["gunicorn", "config.wsgi", "--bind", "0.0.0.0:8000", "--workers", "3", "--threads", "4", "--access-logfile", "-"]

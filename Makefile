@@ -1,0 +1,43 @@
+# Triage Desk. `make demo` and `make test` are the two commands a newcomer needs.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+BIN := $(VENV)/bin
+
+.PHONY: install demo test lint typecheck check pytest bench clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	@touch $@
+
+## Install, migrate, load the demo through the real ingest API, start web + worker.
+demo: install
+	$(PY) manage.py demo
+
+## Lint, type-check, Django checks, migrations check and the whole test suite.
+test: install lint typecheck check pytest
+
+lint:
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck:
+	$(BIN)/mypy .
+
+check:
+	$(PY) manage.py check
+	$(PY) manage.py makemigrations --check --dry-run
+
+pytest:
+	$(BIN)/pytest
+
+bench: install
+	$(PY) bench/ingest.py
+
+clean:
+	rm -rf var/celery var/test-artifacts

@@ -1,0 +1,59 @@
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.db import connection
+from rest_framework.test import APIClient
+
+from triage.services import api_key_create
+
+REQUIRE_SERVICES = os.environ.get("REQUIRE_SERVICES") == "1"
+
+
+def _service_missing(name: str) -> str | None:
+    if name == "postgres":
+        if connection.vendor != "postgresql":
+            return "needs PostgreSQL (set DATABASE_URL=postgres://...)"
+        return None
+    if name == "redis":
+        if not settings.REDIS_URL:
+            return "needs Redis (set REDIS_URL=redis://...)"
+        import redis
+
+        try:
+            redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=1).ping()
+        except redis.RedisError as exc:
+            return f"Redis at REDIS_URL is unreachable ({exc.__class__.__name__})"
+        return None
+    raise ValueError(f"unknown service {name}")
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for marker in item.iter_markers(name="services"):
+        for name in marker.args:
+            missing = _service_missing(name)
+            if missing is None:
+                continue
+            if REQUIRE_SERVICES:
+                pytest.fail(f"REQUIRE_SERVICES=1 but this test {missing}", pytrace=False)
+            pytest.skip(missing)
+
+
+@pytest.fixture
+def make_api_key(db: Any) -> Callable[..., str]:
+    def make(name: str = "runtime-a", scopes: tuple[str, ...] = ("ingest", "read"), **kw: Any) -> str:
+        _, key = api_key_create(name=name, scopes=list(scopes), **kw)
+        return key
+
+    return make
+
+
+@pytest.fixture
+def ingest_client(make_api_key: Callable[..., str]) -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {make_api_key()}")
+    return client

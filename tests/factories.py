@@ -1,0 +1,83 @@
+"""Builders for ingest items and model rows used across the tests."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import factory
+
+from triage.models import ToolPolicy
+
+_ids = itertools.count(1)
+
+
+def failure_item(item_id: str | None = None, **body: Any) -> dict[str, Any]:
+    fields: dict[str, Any] = {
+        "stage": "execute",
+        "reason": "http_5xx",
+        "message": "downstream returned 503",
+        "tool": "getOrderDetail",
+        "collection": "shop",
+        "plan_id": "plan_01",
+        "step_id": "s1",
+        "evidence": {"http_status": 503, "http_method": "GET"},
+    }
+    fields.update(body)
+    return {"type": "failure", "id": item_id or f"f-{next(_ids)}", "body": fields}
+
+
+def receipt_item(item_id: str | None = None, **body: Any) -> dict[str, Any]:
+    fields: dict[str, Any] = {
+        "tool_run_id": f"tr_{next(_ids)}",
+        "tool": "publish_changelog",
+        "collection": "shop",
+        "authority_scope": "repo:docs / write:release-note",
+        "target_fingerprint": "sha256:" + "ab" * 32,
+        "attempt": 1,
+        "result": "blocked",
+        "code": "POLICY_APPROVAL_REQUIRED",
+        "execution_state": "not_started",
+        "next_action": "request_approval",
+        "evidence_ref": "policy://release-note/approval-required/v3",
+    }
+    fields.update(body)
+    return {"type": "receipt", "id": item_id or f"r-{next(_ids)}", "body": fields}
+
+
+def audit_item(item_id: str | None = None, **body: Any) -> dict[str, Any]:
+    fields: dict[str, Any] = {
+        "tool_run_id": "tr_1",
+        "method": "POST",
+        "host": "api.example.com",
+        "path": "/release-notes",
+        "status": 201,
+        "occurred_at": "2026-11-01T10:00:00Z",
+    }
+    fields.update(body)
+    return {"type": "audit_event", "id": item_id or f"a-{next(_ids)}", "body": fields}
+
+
+def runner_event_item(item_id: str | None = None, **body: Any) -> dict[str, Any]:
+    fields: dict[str, Any] = {
+        "type": "step.failed",
+        "stage": "runner",
+        "plan_id": "plan_01",
+        "step_id": "s1",
+        "tool": "getOrderDetail",
+        "error": {"kind": "tool", "message": "HTTP 500: Internal Server Error"},
+        "duration_ms": 12,
+        "graph_tool_call_version": "0.47.0",
+        "trace_metadata": {},
+    }
+    fields.update(body)
+    return {"type": "runner_event", "id": item_id or f"e-{next(_ids)}", "body": fields}
+
+
+class ToolPolicyFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = ToolPolicy
+
+    collection = "shop"
+    tool = factory.Sequence(lambda n: f"tool{n}")
+    side_effect = "read"

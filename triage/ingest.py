@@ -1,0 +1,586 @@
+"""The one write path for ingested items: validate, scrub, classify, store exactly once.
+
+The API, the `ingest` command and Quality Lab all call `batch_ingest`. Each item is scrubbed
+before anything else sees it; every item ends accepted, duplicate, conflict or rejected, and
+the batch, with every rejection, is written to the ledger in the same transaction as the
+data, so a failure half way leaves nothing behind and the client's retry stores it once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import time
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Case, F, Value, When
+from django.db.models.functions import Greatest, Least
+from django.utils import timezone
+
+from triage import taxonomy
+from triage.lanes import ToolFacts, classify, classify_receipt
+from triage.models import (
+    ApiKey,
+    AuditEvent,
+    FailureGroup,
+    FailureGroupBucket,
+    FailureGroupFacet,
+    FailureRecord,
+    GroupStatus,
+    IngestBatch,
+    IngestItem,
+    IngestRejection,
+    Receipt,
+    RunnerEvent,
+    ToolPolicy,
+)
+from triage.normalize import (
+    ITEM_TYPES,
+    AuditEventFields,
+    FailureFields,
+    ItemError,
+    ReceiptFields,
+    RunnerEventFields,
+    parse_audit_event,
+    parse_failure,
+    parse_receipt,
+    parse_runner_event,
+)
+from triage.scrub import ScrubError, scrub_payload
+
+ACCEPTED = "accepted"
+DUPLICATE = "duplicate"
+CONFLICT = "conflict"
+REJECTED = "rejected"
+
+_PARSERS = {
+    "failure": parse_failure,
+    "runner_event": parse_runner_event,
+    "receipt": parse_receipt,
+    "audit_event": parse_audit_event,
+}
+ParsedFields = FailureFields | RunnerEventFields | ReceiptFields | AuditEventFields
+
+
+@dataclass
+class ItemOutcome:
+    index: int
+    client_id: str
+    status: str
+    error: dict[str, str] | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"index": self.index, "id": self.client_id, "status": self.status}
+        if self.error is not None:
+            data["error"] = self.error
+        return data
+
+
+@dataclass
+class BatchOutcome:
+    batch_id: int
+    items: list[ItemOutcome]
+
+    def count(self, status: str) -> int:
+        return sum(1 for item in self.items if item.status == status)
+
+    @property
+    def all_stored(self) -> bool:
+        return all(item.status in (ACCEPTED, DUPLICATE) for item in self.items)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "batch_id": self.batch_id,
+            "accepted": self.count(ACCEPTED),
+            "duplicates": self.count(DUPLICATE),
+            "conflicts": self.count(CONFLICT),
+            "rejected": self.count(REJECTED) + self.count(CONFLICT),
+            "items": [item.as_dict() for item in self.items],
+        }
+
+
+@dataclass
+class _Prepared:
+    index: int
+    item_type: str
+    client_id: str
+    body_hash: str
+    fields: ParsedFields
+
+
+@dataclass
+class _Rejected:
+    index: int
+    item_type: str
+    client_id: str
+    error: ItemError
+    status: str = REJECTED
+
+
+@dataclass
+class _GroupDelta:
+    count: int = 0
+    retryable: int = 0
+    contradictions: int = 0
+    first_seen: datetime | None = None
+    last_seen: datetime | None = None
+    lane: str = ""
+    hours: Counter[datetime] = field(default_factory=Counter)
+    facets: Counter[tuple[str, str]] = field(default_factory=Counter)
+
+    def add(self, record: FailureRecord) -> None:
+        self.count += 1
+        self.retryable += int(record.retryable)
+        self.contradictions += int(bool(record.contradictions))
+        occurred = record.occurred_at
+        if self.first_seen is None or occurred < self.first_seen:
+            self.first_seen = occurred
+        if self.last_seen is None or occurred >= self.last_seen:
+            self.last_seen = occurred
+            self.lane = record.lane
+        self.hours[occurred.replace(minute=0, second=0, microsecond=0)] += 1
+        self.facets[("source", record.source)] += 1
+        self.facets[("lane", record.lane)] += 1
+        self.facets[("execution_state", record.execution_state)] += 1
+
+
+def body_hash(body: Any) -> str:
+    """A keyed hash of the raw body: compares bodies without storing anything derivable."""
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hmac.new(settings.TRIAGE_HASH_KEY, canonical.encode(), hashlib.sha256).hexdigest()
+
+
+def _prepare(index: int, item: Any, *, now: datetime) -> _Prepared | _Rejected:
+    if not isinstance(item, dict):
+        return _Rejected(index, "", "", ItemError("invalid_item", "", "item must be an object."))
+    raw_id = item.get("id")
+    item_type = item.get("type")
+    client_id = str(raw_id) if isinstance(raw_id, (str, int)) and not isinstance(raw_id, bool) else ""
+    safe_type = item_type if isinstance(item_type, str) and item_type in _PARSERS else ""
+    if not client_id or len(client_id) > 200:
+        return _Rejected(
+            index, safe_type, "", ItemError("missing_field", "id", "id must be 1-200 characters.")
+        )
+    if item_type is None:
+        return _Rejected(index, "", client_id, ItemError("missing_field", "type", "type is required."))
+    if not safe_type:
+        return _Rejected(
+            index,
+            "",
+            client_id,
+            ItemError("unknown_type", "type", f"type must be one of {', '.join(ITEM_TYPES)}."),
+        )
+    body = item.get("body")
+    if not isinstance(body, dict):
+        code = "missing_field" if body is None else "invalid_field"
+        return _Rejected(index, safe_type, client_id, ItemError(code, "body", "body must be an object."))
+    try:
+        digest = body_hash(body)
+        clean = scrub_payload(body, path="body", hash_key=settings.TRIAGE_HASH_KEY)
+    except ScrubError as exc:
+        return _Rejected(index, safe_type, client_id, ItemError("scrub_failed", exc.path, str(exc)))
+    except (TypeError, ValueError):
+        return _Rejected(
+            index, safe_type, client_id, ItemError("scrub_failed", "body", "body is not plain JSON.")
+        )
+    try:
+        fields = _PARSERS[safe_type](clean, now=now)
+    except ItemError as exc:
+        return _Rejected(index, safe_type, client_id, exc)
+    return _Prepared(index, safe_type, client_id, digest, fields)
+
+
+def batch_ingest(
+    *,
+    owner: str,
+    items: Sequence[Any],
+    api_key: ApiKey | None = None,
+    channel: str = "api",
+    body_bytes: int = 0,
+) -> BatchOutcome:
+    started = time.monotonic()
+    now = timezone.now()
+    prepared: list[_Prepared] = []
+    rejected: list[_Rejected] = []
+    seen_in_batch: dict[tuple[str, str], str] = {}
+    duplicates_in_batch: list[_Prepared] = []
+    for index, item in enumerate(items):
+        result = _prepare(index, item, now=now)
+        if isinstance(result, _Rejected):
+            rejected.append(result)
+            continue
+        key = (result.item_type, result.client_id)
+        if key in seen_in_batch:
+            if seen_in_batch[key] == result.body_hash:
+                duplicates_in_batch.append(result)
+            else:
+                rejected.append(_conflict(result))
+            continue
+        seen_in_batch[key] = result.body_hash
+        prepared.append(result)
+
+    with transaction.atomic():
+        batch = IngestBatch.objects.create(
+            api_key=api_key,
+            owner=owner,
+            channel=channel,
+            received_at=now,
+            item_count=len(items),
+            body_bytes=body_bytes,
+        )
+        claimed, duplicates, conflicts = _claim(batch=batch, owner=owner, prepared=prepared)
+        rejected.extend(_conflict(item) for item in conflicts)
+        _store(batch=batch, items=claimed, now=now)
+        IngestRejection.objects.bulk_create(
+            IngestRejection(
+                batch=batch,
+                index=item.index,
+                item_type=item.item_type,
+                client_id=item.client_id,
+                code=item.error.code,
+                field=item.error.field,
+                message=item.error.message[:500],
+            )
+            for item in rejected
+        )
+        batch.accepted = len(claimed)
+        batch.duplicates = len(duplicates) + len(duplicates_in_batch)
+        batch.conflicts = sum(1 for item in rejected if item.status == CONFLICT)
+        batch.rejected = len(rejected) - batch.conflicts
+        batch.rejected_by_code = dict(Counter(item.error.code for item in rejected))
+        batch.duration_ms = int((time.monotonic() - started) * 1000)
+        batch.save(
+            update_fields=[
+                "accepted", "duplicates", "conflicts", "rejected", "rejected_by_code", "duration_ms"
+            ]
+        )
+        if api_key is not None:
+            ApiKey.objects.filter(pk=api_key.pk).update(last_used_at=now)
+
+    outcomes = [ItemOutcome(p.index, p.client_id, ACCEPTED) for p in claimed]
+    outcomes += [ItemOutcome(p.index, p.client_id, DUPLICATE) for p in duplicates]
+    outcomes += [ItemOutcome(p.index, p.client_id, DUPLICATE) for p in duplicates_in_batch]
+    outcomes += [
+        ItemOutcome(
+            r.index,
+            r.client_id,
+            r.status,
+            {"code": r.error.code, "message": r.error.message, "field": r.error.field},
+        )
+        for r in rejected
+    ]
+    outcomes.sort(key=lambda outcome: outcome.index)
+    return BatchOutcome(batch_id=batch.pk, items=outcomes)
+
+
+def _conflict(item: _Prepared) -> _Rejected:
+    return _Rejected(
+        item.index,
+        item.item_type,
+        item.client_id,
+        ItemError("conflict", "id", "this id was already stored with a different body."),
+        status=CONFLICT,
+    )
+
+
+def _claim(
+    *, batch: IngestBatch, owner: str, prepared: list[_Prepared]
+) -> tuple[list[_Prepared], list[_Prepared], list[_Prepared]]:
+    """Insert the item ids; those already present are duplicates or conflicts.
+
+    INSERT ... ON CONFLICT DO NOTHING RETURNING makes the claim atomic: of concurrent
+    senders of one id exactly one gets it back, the others wait for its commit and then
+    see the stored row. Sorting keeps lock order equal across concurrent batches.
+    """
+    if not prepared:
+        return [], [], []
+    ordered = sorted(prepared, key=lambda p: (p.item_type, p.client_id))
+    table = IngestItem._meta.db_table
+    now = timezone.now()
+    claimed_keys: set[tuple[str, str]] = set()
+    with connection.cursor() as cursor:
+        for chunk in _chunks(ordered, 300):
+            placeholders = ", ".join(["(%s, %s, %s, %s, %s, %s)"] * len(chunk))
+            params: list[Any] = []
+            for item in chunk:
+                params += [owner, item.item_type, item.client_id, item.body_hash, batch.pk, now]
+            cursor.execute(
+                f"INSERT INTO {table} (owner, item_type, client_id, body_hash, batch_id, "
+                f"created_at) VALUES {placeholders} "
+                "ON CONFLICT (owner, item_type, client_id) DO NOTHING "
+                "RETURNING item_type, client_id",
+                params,
+            )
+            claimed_keys.update((row[0], row[1]) for row in cursor.fetchall())
+    claimed = [p for p in ordered if (p.item_type, p.client_id) in claimed_keys]
+    others = [p for p in ordered if (p.item_type, p.client_id) not in claimed_keys]
+    if not others:
+        return claimed, [], []
+    stored_hashes = {
+        (row["item_type"], row["client_id"]): row["body_hash"]
+        for row in IngestItem.objects.filter(
+            owner=owner, client_id__in=[p.client_id for p in others]
+        ).values("item_type", "client_id", "body_hash")
+    }
+    duplicates = [p for p in others if stored_hashes.get((p.item_type, p.client_id)) == p.body_hash]
+    conflicts = [p for p in others if stored_hashes.get((p.item_type, p.client_id)) != p.body_hash]
+    return claimed, duplicates, conflicts
+
+
+def _chunks(items: Sequence[_Prepared], size: int) -> Iterable[Sequence[_Prepared]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _store(*, batch: IngestBatch, items: list[_Prepared], now: datetime) -> None:
+    failures: list[tuple[_Prepared, FailureFields, RunnerEvent | None]] = []
+    runner_events: list[tuple[_Prepared, RunnerEventFields, RunnerEvent]] = []
+    receipts: list[tuple[_Prepared, ReceiptFields]] = []
+    audits: list[AuditEvent] = []
+    for item in items:
+        fields = item.fields
+        if isinstance(fields, FailureFields):
+            failures.append((item, fields, None))
+        elif isinstance(fields, RunnerEventFields):
+            event = RunnerEvent(
+                batch=batch,
+                collection=fields.collection,
+                event_type=fields.event_type,
+                plan_id=fields.plan_id,
+                step_id=fields.step_id,
+                tool=fields.tool,
+                stage=fields.stage,
+                occurred_at=fields.occurred_at,
+                graph_tool_call_version=fields.graph_tool_call_version,
+                payload=fields.payload,
+            )
+            runner_events.append((item, fields, event))
+        elif isinstance(fields, ReceiptFields):
+            receipts.append((item, fields))
+        else:
+            audits.append(AuditEvent(batch=batch, client_id=item.client_id, **fields.values))
+
+    RunnerEvent.objects.bulk_create([event for _, _, event in runner_events])
+    failures += [(item, f.failure, event) for item, f, event in runner_events if f.failure]
+    policies = _policies_for(
+        [(f.collection, f.tool) for _, f, _ in failures]
+        + [(r.values["collection"], r.values["tool"]) for _, r in receipts]
+    )
+    if failures:
+        _store_failures(batch=batch, failures=failures, policies=policies, now=now)
+    if receipts:
+        Receipt.objects.bulk_create(
+            _receipt(batch, item, fields, policies) for item, fields in receipts
+        )
+    AuditEvent.objects.bulk_create(audits)
+
+
+def _policies_for(keys: list[tuple[str, str]]) -> dict[tuple[str, str], ToolPolicy]:
+    tools = {tool for _, tool in keys if tool}
+    if not tools:
+        return {}
+    return {(p.collection, p.tool): p for p in ToolPolicy.objects.filter(tool__in=tools)}
+
+
+def _tool_facts(
+    policies: dict[tuple[str, str], ToolPolicy], collection: str, tool: str, declared: str
+) -> ToolFacts:
+    policy = policies.get((collection, tool)) or policies.get(("", tool))
+    if policy is None:
+        return ToolFacts(side_effect=declared)
+    return ToolFacts(
+        side_effect=policy.side_effect,
+        timeout_before_send_lane=policy.timeout_before_send_lane,
+        timeout_after_send_lane=policy.timeout_after_send_lane,
+        approval_required=policy.approval_required,
+    )
+
+
+def _receipt(
+    batch: IngestBatch,
+    item: _Prepared,
+    fields: ReceiptFields,
+    policies: dict[tuple[str, str], ToolPolicy],
+) -> Receipt:
+    values = fields.values
+    tool = _tool_facts(
+        policies, values["collection"], values["tool"], fields.declared_side_effect
+    )
+    lane, contradictions = classify_receipt(
+        result=values["result"],
+        reason=values["reason"],
+        execution_state=values["execution_state"],
+        retryable=values["retryable"],
+        idempotency_key=values["idempotency_key"],
+        sent_lane=fields.sent_lane,
+        tool=tool,
+    )
+    return Receipt(
+        batch=batch,
+        client_id=item.client_id,
+        side_effect=tool.side_effect,
+        lane=lane,
+        sent_lane=fields.sent_lane or "",
+        contradictions=contradictions,
+        **values,
+    )
+
+
+def _store_failures(
+    *,
+    batch: IngestBatch,
+    failures: list[tuple[_Prepared, FailureFields, RunnerEvent | None]],
+    policies: dict[tuple[str, str], ToolPolicy],
+    now: datetime,
+) -> None:
+    records: list[FailureRecord] = []
+    for item, fields, event in failures:
+        tool = _tool_facts(policies, fields.collection, fields.tool, fields.declared_side_effect)
+        derived = classify(
+            reason=fields.reason, tool=tool, sent=fields.sent, evidence=fields.evidence
+        )
+        records.append(
+            FailureRecord(
+                batch=batch,
+                client_id=item.client_id,
+                runner_event=event,
+                collection=fields.collection,
+                source=fields.source,
+                stage=fields.stage,
+                reason=fields.reason,
+                reason_mapped=fields.reason_mapped,
+                message=fields.message,
+                tool=fields.tool,
+                side_effect=derived.side_effect,
+                plan_id=fields.plan_id,
+                step_id=fields.step_id,
+                retryable=derived.retryable,
+                operator_action=derived.operator_action,
+                lane=derived.lane,
+                execution_state=derived.execution_state,
+                sent_retryable=fields.sent.retryable,
+                sent_lane=fields.sent.lane or "",
+                sent_execution_state=fields.sent.execution_state or "",
+                contradictions=derived.contradictions,
+                evidence=fields.evidence,
+                extra=fields.extra,
+                idempotency_key=fields.idempotency_key,
+                occurred_at=fields.occurred_at,
+                received_at=now,
+                graph_tool_call_version=fields.graph_tool_call_version,
+                taxonomy_version=taxonomy.TAXONOMY_VERSION,
+            )
+        )
+    groups = _groups_for(records)
+    deltas: dict[int, _GroupDelta] = defaultdict(_GroupDelta)
+    for record in records:
+        group = groups[_group_key(record)]
+        record.group = group
+        deltas[group.pk].add(record)
+    FailureRecord.objects.bulk_create(records, batch_size=500)
+    _apply_group_deltas(deltas, now=now)
+
+
+def _group_key(record: FailureRecord) -> tuple[str, str, str, str]:
+    return (record.collection, record.stage, record.reason, record.tool)
+
+
+def _groups_for(records: list[FailureRecord]) -> dict[tuple[str, str, str, str], FailureGroup]:
+    first: dict[tuple[str, str, str, str], FailureRecord] = {}
+    for record in records:
+        first.setdefault(_group_key(record), record)
+    keys = sorted(first)
+    FailureGroup.objects.bulk_create(
+        [
+            FailureGroup(
+                collection=key[0],
+                stage=key[1],
+                reason=key[2],
+                tool=key[3],
+                reason_mapped=first[key].reason_mapped,
+                first_seen=first[key].occurred_at,
+                last_seen=first[key].occurred_at,
+                lane=first[key].lane,
+            )
+            for key in keys
+        ],
+        ignore_conflicts=True,
+    )
+    candidates = FailureGroup.objects.filter(
+        collection__in={k[0] for k in keys},
+        stage__in={k[1] for k in keys},
+        reason__in={k[2] for k in keys},
+        tool__in={k[3] for k in keys},
+    )
+    found = {(g.collection, g.stage, g.reason, g.tool): g for g in candidates}
+    return {key: found[key] for key in keys}
+
+
+def _apply_group_deltas(deltas: dict[int, _GroupDelta], *, now: datetime) -> None:
+    """Add this batch's counts to each group with relative UPDATEs (safe under concurrency)."""
+    for group_id in sorted(deltas):
+        delta = deltas[group_id]
+        FailureGroup.objects.filter(pk=group_id).update(
+            count=F("count") + delta.count,
+            retryable_count=F("retryable_count") + delta.retryable,
+            contradiction_count=F("contradiction_count") + delta.contradictions,
+            first_seen=Least(F("first_seen"), Value(delta.first_seen)),
+            last_seen=Greatest(F("last_seen"), Value(delta.last_seen)),
+            lane=Case(When(last_seen__lte=delta.last_seen, then=Value(delta.lane)), default=F("lane")),
+            status=Case(
+                When(status=GroupStatus.RESOLVED, then=Value(GroupStatus.REGRESSED)),
+                default=F("status"),
+            ),
+            status_changed_at=Case(
+                When(status=GroupStatus.RESOLVED, then=Value(now)),
+                default=F("status_changed_at"),
+            ),
+        )
+    _upsert_increments(
+        FailureGroupBucket._meta.db_table,
+        ("group_id", "hour"),
+        sorted(
+            (group_id, hour, count)
+            for group_id, delta in deltas.items()
+            for hour, count in delta.hours.items()
+        ),
+    )
+    _upsert_increments(
+        FailureGroupFacet._meta.db_table,
+        ("group_id", "dimension", "value"),
+        sorted(
+            (group_id, dimension, value, count)
+            for group_id, delta in deltas.items()
+            for (dimension, value), count in delta.facets.items()
+        ),
+    )
+
+
+def _upsert_increments(
+    table: str, key_columns: tuple[str, ...], rows: Sequence[tuple[Any, ...]]
+) -> None:
+    """INSERT rows of (*key, count), adding count to rows that already exist.
+
+    Django's bulk_create(update_conflicts=True) can only overwrite, not add, so this is
+    written once by hand; the syntax is shared by PostgreSQL and SQLite.
+    """
+    if not rows:
+        return
+    columns = ", ".join((*key_columns, "count"))
+    one_row = "(" + ", ".join(["%s"] * (len(key_columns) + 1)) + ")"
+    with connection.cursor() as cursor:
+        for start in range(0, len(rows), 300):
+            chunk = rows[start : start + 300]
+            cursor.execute(
+                f"INSERT INTO {table} ({columns}) VALUES {', '.join([one_row] * len(chunk))} "
+                f"ON CONFLICT ({', '.join(key_columns)}) "
+                f"DO UPDATE SET count = {table}.count + EXCLUDED.count",
+                [value for row in chunk for value in row],
+            )

@@ -1,0 +1,369 @@
+"""Normalized failures, their groups, receipts, audit events, tool policies, API keys and the
+ingest ledger."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from datetime import datetime
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from triage import taxonomy
+
+_LANE_CHOICES = [(lane, lane) for lane in taxonomy.LANES]
+_STATE_CHOICES = [(state, state) for state in taxonomy.EXECUTION_STATES]
+_GRADE_CHOICES = [(grade, grade) for grade in taxonomy.SIDE_EFFECT_GRADES]
+_SOURCE_CHOICES = [(source, source) for source in taxonomy.SOURCES]
+
+
+class ApiKeyScope(models.TextChoices):
+    INGEST = "ingest", "ingest"
+    READ = "read", "read"
+
+
+class ApiKey(models.Model):
+    """A runtime's credential for the API; only a hash of the secret part is stored."""
+
+    KEY_PREFIX = "td"
+
+    name = models.CharField(max_length=100, unique=True)
+    # Idempotency ids are unique per owner, so a rotated key keeps its runtime's history.
+    owner = models.CharField(max_length=100)
+    lookup_id = models.CharField(max_length=16, unique=True)
+    secret_hash = models.CharField(max_length=64)
+    scopes = models.JSONField(default=list)
+    quota_per_minute = models.PositiveIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @staticmethod
+    def hash_secret(secret: str) -> str:
+        # Keys carry 192 random bits, so a fast hash is enough; a slow KDF would only
+        # make every API request slower.
+        return hashlib.sha256(secret.encode()).hexdigest()
+
+    @classmethod
+    def new_key_material(cls) -> tuple[str, str, str]:
+        """Return (full key shown once, lookup id, secret hash)."""
+        lookup_id = secrets.token_hex(6)
+        secret = secrets.token_urlsafe(24)
+        return f"{cls.KEY_PREFIX}_{lookup_id}_{secret}", lookup_id, cls.hash_secret(secret)
+
+    def secret_matches(self, secret: str) -> bool:
+        return hmac.compare_digest(self.secret_hash, self.hash_secret(secret))
+
+    def is_active(self, *, now: datetime) -> bool:
+        if self.revoked_at is not None:
+            return False
+        return self.expires_at is None or self.expires_at > now
+
+    def has_scope(self, scope: str) -> bool:
+        return scope in self.scopes
+
+
+class ApiKeyQuotaWindow(models.Model):
+    """Items ingested by one key in one minute; incremented atomically to enforce quotas."""
+
+    api_key = models.ForeignKey(ApiKey, on_delete=models.CASCADE, related_name="quota_windows")
+    window_start = models.DateTimeField()
+    used = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["api_key", "window_start"], name="quota_window_unique")
+        ]
+
+
+class IngestBatch(models.Model):
+    """One ledger row per batch received, with what happened to its items."""
+
+    api_key = models.ForeignKey(ApiKey, null=True, blank=True, on_delete=models.SET_NULL)
+    owner = models.CharField(max_length=100)
+    channel = models.CharField(max_length=20, default="api")  # api | cli | quality_lab
+    received_at = models.DateTimeField(default=timezone.now, db_index=True)
+    item_count = models.PositiveIntegerField(default=0)
+    accepted = models.PositiveIntegerField(default=0)
+    duplicates = models.PositiveIntegerField(default=0)
+    conflicts = models.PositiveIntegerField(default=0)
+    rejected = models.PositiveIntegerField(default=0)
+    rejected_by_code = models.JSONField(default=dict)
+    body_bytes = models.PositiveIntegerField(default=0)
+    duration_ms = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-received_at"]
+
+    def __str__(self) -> str:
+        return f"batch {self.pk} ({self.item_count} items)"
+
+
+class IngestItem(models.Model):
+    """Claims a client's item id once per owner and type; later copies are duplicates."""
+
+    owner = models.CharField(max_length=100)
+    item_type = models.CharField(max_length=32)
+    client_id = models.CharField(max_length=200)
+    body_hash = models.CharField(max_length=64)
+    batch = models.ForeignKey(IngestBatch, on_delete=models.CASCADE, related_name="items")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["owner", "item_type", "client_id"], name="ingest_item_unique"
+            )
+        ]
+
+
+class IngestRejection(models.Model):
+    """An item that was not stored, and why: nothing is dropped without a row here."""
+
+    batch = models.ForeignKey(IngestBatch, on_delete=models.CASCADE, related_name="rejections")
+    index = models.PositiveIntegerField()
+    item_type = models.CharField(max_length=32, blank=True)
+    client_id = models.CharField(max_length=200, blank=True)
+    code = models.CharField(max_length=40, db_index=True)
+    field = models.CharField(max_length=200, blank=True)
+    message = models.CharField(max_length=500)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["batch_id", "index"]
+
+
+class ToolPolicy(models.Model):
+    """What a tool may do and how its failures are handled (seed 004); collection "" = any."""
+
+    collection = models.CharField(max_length=200, blank=True, default="")
+    tool = models.CharField(max_length=200)
+    side_effect = models.CharField(max_length=20, choices=_GRADE_CHOICES, default="read")
+    idempotency_required = models.BooleanField(default=False)
+    idempotency_lookup = models.CharField(max_length=300, blank=True)
+    timeout_before_send_lane = models.CharField(
+        max_length=24, choices=_LANE_CHOICES, default="retry_safe"
+    )
+    timeout_after_send_lane = models.CharField(
+        max_length=24, choices=_LANE_CHOICES, default="reconcile_first"
+    )
+    approval_required = models.BooleanField(default=False)
+    retry_max_attempts = models.PositiveSmallIntegerField(default=2)
+    retry_budget_failures = models.PositiveSmallIntegerField(default=3)
+    retry_budget_window_seconds = models.PositiveIntegerField(default=300)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["collection", "tool"]
+        constraints = [
+            models.UniqueConstraint(fields=["collection", "tool"], name="tool_policy_unique")
+        ]
+        verbose_name_plural = "tool policies"
+
+    def __str__(self) -> str:
+        return f"{self.collection or '*'}/{self.tool} ({self.side_effect})"
+
+
+class GroupStatus(models.TextChoices):
+    OPEN = "open", "open"
+    ACKNOWLEDGED = "acknowledged", "acknowledged"
+    RESOLVED = "resolved", "resolved"
+    MUTED = "muted", "muted"
+    REGRESSED = "regressed", "regressed"
+
+
+class FailureGroup(models.Model):
+    """All failures of one (collection, stage, reason, tool), with denormalized counters."""
+
+    collection = models.CharField(max_length=200, blank=True)
+    stage = models.CharField(max_length=64)
+    reason = models.CharField(max_length=100)
+    tool = models.CharField(max_length=200, blank=True)
+    reason_mapped = models.BooleanField(default=True)
+    count = models.PositiveBigIntegerField(default=0)
+    retryable_count = models.PositiveBigIntegerField(default=0)
+    contradiction_count = models.PositiveBigIntegerField(default=0)
+    first_seen = models.DateTimeField()
+    last_seen = models.DateTimeField(db_index=True)
+    lane = models.CharField(max_length=24, choices=_LANE_CHOICES)
+    status = models.CharField(
+        max_length=16, choices=GroupStatus.choices, default=GroupStatus.OPEN, db_index=True
+    )
+    status_changed_at = models.DateTimeField(null=True, blank=True)
+    assignee = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    muted_until = models.DateTimeField(null=True, blank=True)
+    mute_remaining_count = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["collection", "stage", "reason", "tool"], name="failure_group_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.stage}/{self.reason} {self.tool or '-'} ({self.collection or '-'})"
+
+
+class FailureGroupBucket(models.Model):
+    """Records per group per hour, for window counts and sparklines without raw scans."""
+
+    group = models.ForeignKey(FailureGroup, on_delete=models.CASCADE, related_name="buckets")
+    hour = models.DateTimeField()
+    count = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["group", "hour"], name="group_bucket_unique")
+        ]
+        indexes = [models.Index(fields=["hour", "group"], name="bucket_hour_group")]
+
+
+class FailureGroupFacet(models.Model):
+    """Records per group by source, lane and execution state (the filterable mixes)."""
+
+    group = models.ForeignKey(FailureGroup, on_delete=models.CASCADE, related_name="facets")
+    dimension = models.CharField(max_length=20)  # source | lane | execution_state
+    value = models.CharField(max_length=32)
+    count = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["group", "dimension", "value"], name="group_facet_unique"
+            )
+        ]
+        indexes = [models.Index(fields=["dimension", "value"], name="facet_dimension_value")]
+
+
+class RunnerEvent(models.Model):
+    """A PlanRunner event as a runtime forwarded it, scrubbed."""
+
+    batch = models.ForeignKey(IngestBatch, on_delete=models.CASCADE, related_name="+")
+    collection = models.CharField(max_length=200, blank=True)
+    event_type = models.CharField(max_length=40, db_index=True)
+    plan_id = models.CharField(max_length=200, blank=True, db_index=True)
+    step_id = models.CharField(max_length=200, blank=True)
+    tool = models.CharField(max_length=200, blank=True)
+    stage = models.CharField(max_length=64, blank=True)
+    occurred_at = models.DateTimeField(db_index=True)
+    graph_tool_call_version = models.CharField(max_length=40, blank=True)
+    payload = models.JSONField(default=dict)
+
+
+class FailureRecord(models.Model):
+    """One normalized failure (seed 000's record plus execution facts of seed 004)."""
+
+    group = models.ForeignKey(FailureGroup, on_delete=models.PROTECT, related_name="records")
+    batch = models.ForeignKey(IngestBatch, null=True, on_delete=models.SET_NULL, related_name="+")
+    client_id = models.CharField(max_length=200, blank=True)
+    runner_event = models.OneToOneField(
+        RunnerEvent, null=True, blank=True, on_delete=models.SET_NULL, related_name="failure"
+    )
+    collection = models.CharField(max_length=200, blank=True)
+    source = models.CharField(max_length=20, choices=_SOURCE_CHOICES, default="runtime")
+    stage = models.CharField(max_length=64)
+    reason = models.CharField(max_length=100)
+    reason_mapped = models.BooleanField(default=True)
+    message = models.TextField(blank=True)
+    tool = models.CharField(max_length=200, blank=True)
+    side_effect = models.CharField(max_length=20, blank=True)
+    plan_id = models.CharField(max_length=200, blank=True)
+    step_id = models.CharField(max_length=200, blank=True)
+    retryable = models.BooleanField()
+    operator_action = models.CharField(max_length=100)
+    lane = models.CharField(max_length=24, choices=_LANE_CHOICES)
+    execution_state = models.CharField(max_length=24, choices=_STATE_CHOICES)
+    # What the runtime itself claimed; kept even when it contradicts the derivation.
+    sent_retryable = models.BooleanField(null=True)
+    sent_lane = models.CharField(max_length=24, blank=True)
+    sent_execution_state = models.CharField(max_length=24, blank=True)
+    contradictions = models.JSONField(default=list, blank=True)
+    evidence = models.JSONField(default=dict, blank=True)
+    extra = models.JSONField(default=dict, blank=True)
+    idempotency_key = models.CharField(max_length=300, blank=True, db_index=True)
+    occurred_at = models.DateTimeField()
+    received_at = models.DateTimeField(default=timezone.now)
+    graph_tool_call_version = models.CharField(max_length=40, blank=True)
+    taxonomy_version = models.CharField(max_length=20)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["group", "-occurred_at"], name="record_group_time"),
+            models.Index(fields=["-occurred_at"], name="record_time"),
+            models.Index(fields=["collection", "-occurred_at"], name="record_collection_time"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.stage}/{self.reason} at {self.occurred_at:%Y-%m-%d %H:%M}"
+
+
+class Receipt(models.Model):
+    """A tool-run receipt (seed 004): what a tool run claims happened, failures included."""
+
+    batch = models.ForeignKey(IngestBatch, null=True, on_delete=models.SET_NULL, related_name="+")
+    client_id = models.CharField(max_length=200, blank=True)
+    collection = models.CharField(max_length=200, blank=True)
+    tool_run_id = models.CharField(max_length=200, db_index=True)
+    tool = models.CharField(max_length=200)
+    tool_version = models.CharField(max_length=60, blank=True)
+    side_effect = models.CharField(max_length=20, blank=True)
+    authority_scope = models.CharField(max_length=300, blank=True)
+    target_fingerprint = models.CharField(max_length=200, blank=True)
+    payload_hash = models.CharField(max_length=200, blank=True)
+    attempt = models.PositiveIntegerField(default=1)
+    result = models.CharField(max_length=40)
+    code = models.CharField(max_length=100, blank=True)
+    reason = models.CharField(max_length=100, blank=True)
+    execution_state = models.CharField(max_length=24, choices=_STATE_CHOICES)
+    next_action = models.CharField(max_length=100, blank=True)
+    lane = models.CharField(max_length=24, choices=_LANE_CHOICES, blank=True)
+    sent_lane = models.CharField(max_length=24, blank=True)
+    retryable = models.BooleanField(null=True)
+    idempotency_key = models.CharField(max_length=300, blank=True, db_index=True)
+    evidence_ref = models.CharField(max_length=500, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    retry_count = models.PositiveIntegerField(default=0)
+    stop_reason = models.CharField(max_length=200, blank=True)
+    contradictions = models.JSONField(default=list, blank=True)
+    extra = models.JSONField(default=dict, blank=True)
+    received_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["execution_state", "-received_at"], name="receipt_state")]
+
+    def __str__(self) -> str:
+        return f"{self.tool_run_id} {self.tool} {self.result}"
+
+
+class AuditEvent(models.Model):
+    """An outbound call the runtime's own audit observed; used to check receipts' claims."""
+
+    batch = models.ForeignKey(IngestBatch, null=True, on_delete=models.SET_NULL, related_name="+")
+    client_id = models.CharField(max_length=200, blank=True)
+    collection = models.CharField(max_length=200, blank=True)
+    tool_run_id = models.CharField(max_length=200, blank=True, db_index=True)
+    idempotency_key = models.CharField(max_length=300, blank=True, db_index=True)
+    tool = models.CharField(max_length=200, blank=True)
+    method = models.CharField(max_length=10, blank=True)
+    host = models.CharField(max_length=255, blank=True)
+    path = models.CharField(max_length=500, blank=True)
+    status = models.PositiveSmallIntegerField(null=True, blank=True)
+    occurred_at = models.DateTimeField()
+    extra = models.JSONField(default=dict, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.method} {self.host} {self.status}"

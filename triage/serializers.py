@@ -1,0 +1,118 @@
+"""API input and output shapes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from triage import taxonomy
+from triage.models import FailureGroup, FailureRecord, GroupStatus
+
+
+class IngestItemSerializer(serializers.Serializer[Any]):
+    """Documents one item; items are validated by triage.normalize so that a bad item
+    is rejected alone instead of failing the batch."""
+
+    type = serializers.ChoiceField(
+        choices=["failure", "runner_event", "receipt", "audit_event", "learning_attempt"]
+    )
+    id = serializers.CharField(max_length=200, help_text="Your idempotency id for this item.")
+    body = serializers.DictField(help_text="The record; see the README for each type's fields.")
+
+
+class IngestRequestSerializer(serializers.Serializer[Any]):
+    items = IngestItemSerializer(many=True)
+
+
+class IngestErrorSerializer(serializers.Serializer[Any]):
+    code = serializers.CharField()
+    message = serializers.CharField()
+    field = serializers.CharField()
+
+
+class IngestItemResultSerializer(serializers.Serializer[Any]):
+    index = serializers.IntegerField()
+    id = serializers.CharField()
+    status = serializers.ChoiceField(choices=["accepted", "duplicate", "conflict", "rejected"])
+    error = IngestErrorSerializer(required=False)
+
+
+class IngestResponseSerializer(serializers.Serializer[Any]):
+    batch_id = serializers.IntegerField()
+    accepted = serializers.IntegerField()
+    duplicates = serializers.IntegerField()
+    conflicts = serializers.IntegerField()
+    rejected = serializers.IntegerField(help_text="Rejected items, conflicts included.")
+    items = IngestItemResultSerializer(many=True)
+
+
+class FailureFilterSerializer(serializers.Serializer[Any]):
+    collection = serializers.CharField(required=False, max_length=200)
+    stage = serializers.CharField(required=False, max_length=64)
+    reason = serializers.CharField(required=False, max_length=100)
+    tool = serializers.CharField(required=False, max_length=200)
+    lane = serializers.ChoiceField(required=False, choices=list(taxonomy.LANES))
+    execution_state = serializers.ChoiceField(
+        required=False, choices=list(taxonomy.EXECUTION_STATES)
+    )
+    source = serializers.ChoiceField(required=False, choices=list(taxonomy.SOURCES))
+    status = serializers.ChoiceField(required=False, choices=GroupStatus.values)
+    since = serializers.DateTimeField(required=False)
+    until = serializers.DateTimeField(required=False)
+
+
+class FailureRecordSerializer(serializers.ModelSerializer[FailureRecord]):
+    class Meta:
+        model = FailureRecord
+        fields = [
+            "id",
+            "group",
+            "client_id",
+            "collection",
+            "source",
+            "stage",
+            "reason",
+            "reason_mapped",
+            "message",
+            "tool",
+            "side_effect",
+            "plan_id",
+            "step_id",
+            "retryable",
+            "operator_action",
+            "lane",
+            "execution_state",
+            "sent_retryable",
+            "sent_lane",
+            "sent_execution_state",
+            "contradictions",
+            "evidence",
+            "extra",
+            "idempotency_key",
+            "occurred_at",
+            "received_at",
+            "graph_tool_call_version",
+            "taxonomy_version",
+        ]
+
+
+class FailureGroupSerializer(serializers.ModelSerializer[FailureGroup]):
+    class Meta:
+        model = FailureGroup
+        fields = [
+            "id",
+            "collection",
+            "stage",
+            "reason",
+            "tool",
+            "reason_mapped",
+            "count",
+            "retryable_count",
+            "contradiction_count",
+            "first_seen",
+            "last_seen",
+            "lane",
+            "status",
+            "status_changed_at",
+        ]
