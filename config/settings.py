@@ -20,7 +20,9 @@ VAR_DIR = Path(env_str("TRIAGE_VAR_DIR", str(BASE_DIR / "var")))
 DEBUG = env_bool("DJANGO_DEBUG", True)
 if DEBUG:
     SECRET_KEY = env_str("DJANGO_SECRET_KEY", "dev-only-insecure-key-change-me-for-anything-real")
-    ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
+    ALLOWED_HOSTS = env_list(
+        "DJANGO_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"]
+    )
 else:
     SECRET_KEY = env_str("DJANGO_SECRET_KEY")
     if len(SECRET_KEY) < 50 or SECRET_KEY.startswith("dev-only"):
@@ -186,6 +188,7 @@ else:
         "data_folder_in": str(CELERY_FILESYSTEM_DIR / "queue"),
         "data_folder_out": str(CELERY_FILESYSTEM_DIR / "queue"),
         "processed_folder": str(CELERY_FILESYSTEM_DIR / "processed"),
+        "control_folder": str(CELERY_FILESYSTEM_DIR / "control"),
         "store_processed": False,
     }
 CELERY_BROKER_CONNECTION_TIMEOUT = env_float("CELERY_BROKER_CONNECTION_TIMEOUT", 3.0)

@@ -45,7 +45,9 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 @pytest.fixture
 def make_api_key(db: Any) -> Callable[..., str]:
-    def make(name: str = "runtime-a", scopes: tuple[str, ...] = ("ingest", "read"), **kw: Any) -> str:
+    def make(
+        name: str = "runtime-a", scopes: tuple[str, ...] = ("ingest", "read"), **kw: Any
+    ) -> str:
         _, key = api_key_create(name=name, scopes=list(scopes), **kw)
         return key
 

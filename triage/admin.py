@@ -23,7 +23,15 @@ class ToolPolicyAdmin(admin.ModelAdmin):
 
 @admin.register(ApiKey)
 class ApiKeyAdmin(admin.ModelAdmin):
-    list_display = ["name", "owner", "scopes", "created_at", "expires_at", "revoked_at", "last_used_at"]
+    list_display = [
+        "name",
+        "owner",
+        "scopes",
+        "created_at",
+        "expires_at",
+        "revoked_at",
+        "last_used_at",
+    ]
     readonly_fields = ["lookup_id", "secret_hash", "last_used_at"]
 
 
@@ -36,4 +44,14 @@ class FailureGroupAdmin(admin.ModelAdmin):
 
 @admin.register(IngestBatch)
 class IngestBatchAdmin(admin.ModelAdmin):
-    list_display = ["pk", "owner", "channel", "received_at", "item_count", "accepted", "duplicates", "conflicts", "rejected"]
+    list_display = [
+        "pk",
+        "owner",
+        "channel",
+        "received_at",
+        "item_count",
+        "accepted",
+        "duplicates",
+        "conflicts",
+        "rejected",
+    ]

@@ -64,7 +64,8 @@ class IngestApi(APIView):
                 f"A batch holds at most {settings.TRIAGE_INGEST_MAX_ITEMS} items.",
                 code="too_many_items",
             )
-        api_key: ApiKey = request.auth
+        api_key = request.auth
+        assert isinstance(api_key, ApiKey)  # HasIngestScope let only API keys through
         retry_after = quota_consume(api_key=api_key, items=len(items))
         if retry_after is not None:
             raise QuotaExceeded(wait=retry_after)
@@ -89,13 +90,13 @@ class _RecentlySeenFirst(_NewestFirst):
     ordering = ("-last_seen", "-id")
 
 
-class _FilteredList(generics.ListAPIView):  # type: ignore[type-arg]
+class _FilteredList(generics.ListAPIView):
     permission_classes = [HasReadScope]
 
     def filters(self) -> FailureFilters:
         serializer = FailureFilterSerializer(data=self.request.query_params)
         serializer.is_valid(raise_exception=True)
-        return FailureFilters(**serializer.validated_data)  # type: ignore[typeddict-item]
+        return FailureFilters(**serializer.validated_data)
 
 
 @extend_schema(parameters=[FailureFilterSerializer], summary="Normalized failure records")
@@ -114,5 +115,3 @@ class GroupListApi(_FilteredList):
 
     def get_queryset(self) -> Any:
         return groups_list(filters=self.filters())
-
-

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.utils import timezone
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 from rest_framework.permissions import BasePermission
@@ -62,11 +63,27 @@ class ApiKeyAuthentication(BaseAuthentication):
                 "This API key was revoked.", code="revoked_api_key"
             )
         if not api_key.is_active(now=timezone.now()):
-            raise exceptions.AuthenticationFailed("This API key has expired.", code="expired_api_key")
+            raise exceptions.AuthenticationFailed(
+                "This API key has expired.", code="expired_api_key"
+            )
         return ApiKeyPrincipal(api_key), api_key
 
     def authenticate_header(self, request: Request) -> str:
         return 'Bearer realm="triage-desk"'
+
+
+class ApiKeyAuthenticationScheme(OpenApiAuthenticationExtension):
+    """Documents the API key in the OpenAPI schema."""
+
+    target_class = ApiKeyAuthentication
+    name = "apiKey"
+
+    def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
+        return {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "An API key from `manage.py create_api_key` (td_<id>_<secret>).",
+        }
 
 
 class _ScopePermission(BasePermission):

@@ -40,7 +40,12 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         isinstance(exc, DatabaseError) and "connection" in str(exc).lower()
     ):
         return Response(
-            {"error": {"code": "database_unavailable", "message": "The database is unreachable; retry later."}},
+            {
+                "error": {
+                    "code": "database_unavailable",
+                    "message": "The database is unreachable; retry later.",
+                }
+            },
             status=status.HTTP_503_SERVICE_UNAVAILABLE,
             headers={"Retry-After": str(settings.TRIAGE_DATABASE_RETRY_AFTER_SECONDS)},
         )

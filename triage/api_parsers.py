@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import zlib
+from collections.abc import Mapping
 from typing import Any
 
 from django.conf import settings
@@ -46,7 +47,7 @@ class IngestJSONParser(BaseParser):
         self,
         stream: Any,
         media_type: str | None = None,
-        parser_context: dict[str, Any] | None = None,
+        parser_context: Mapping[str, Any] | None = None,
     ) -> Any:
         limit = settings.TRIAGE_INGEST_MAX_BODY_BYTES
         request = (parser_context or {}).get("request")

@@ -13,7 +13,7 @@ import hmac
 import json
 import time
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -60,7 +60,7 @@ DUPLICATE = "duplicate"
 CONFLICT = "conflict"
 REJECTED = "rejected"
 
-_PARSERS = {
+_PARSERS: dict[str, Callable[..., ParsedFields]] = {
     "failure": parse_failure,
     "runner_event": parse_runner_event,
     "receipt": parse_receipt,
@@ -162,14 +162,18 @@ def _prepare(index: int, item: Any, *, now: datetime) -> _Prepared | _Rejected:
         return _Rejected(index, "", "", ItemError("invalid_item", "", "item must be an object."))
     raw_id = item.get("id")
     item_type = item.get("type")
-    client_id = str(raw_id) if isinstance(raw_id, (str, int)) and not isinstance(raw_id, bool) else ""
+    client_id = (
+        str(raw_id) if isinstance(raw_id, (str, int)) and not isinstance(raw_id, bool) else ""
+    )
     safe_type = item_type if isinstance(item_type, str) and item_type in _PARSERS else ""
     if not client_id or len(client_id) > 200:
         return _Rejected(
             index, safe_type, "", ItemError("missing_field", "id", "id must be 1-200 characters.")
         )
     if item_type is None:
-        return _Rejected(index, "", client_id, ItemError("missing_field", "type", "type is required."))
+        return _Rejected(
+            index, "", client_id, ItemError("missing_field", "type", "type is required.")
+        )
     if not safe_type:
         return _Rejected(
             index,
@@ -180,7 +184,9 @@ def _prepare(index: int, item: Any, *, now: datetime) -> _Prepared | _Rejected:
     body = item.get("body")
     if not isinstance(body, dict):
         code = "missing_field" if body is None else "invalid_field"
-        return _Rejected(index, safe_type, client_id, ItemError(code, "body", "body must be an object."))
+        return _Rejected(
+            index, safe_type, client_id, ItemError(code, "body", "body must be an object.")
+        )
     try:
         digest = body_hash(body)
         clean = scrub_payload(body, path="body", hash_key=settings.TRIAGE_HASH_KEY)
@@ -188,7 +194,10 @@ def _prepare(index: int, item: Any, *, now: datetime) -> _Prepared | _Rejected:
         return _Rejected(index, safe_type, client_id, ItemError("scrub_failed", exc.path, str(exc)))
     except (TypeError, ValueError):
         return _Rejected(
-            index, safe_type, client_id, ItemError("scrub_failed", "body", "body is not plain JSON.")
+            index,
+            safe_type,
+            client_id,
+            ItemError("scrub_failed", "body", "body is not plain JSON."),
         )
     try:
         fields = _PARSERS[safe_type](clean, now=now)
@@ -258,7 +267,12 @@ def batch_ingest(
         batch.duration_ms = int((time.monotonic() - started) * 1000)
         batch.save(
             update_fields=[
-                "accepted", "duplicates", "conflicts", "rejected", "rejected_by_code", "duration_ms"
+                "accepted",
+                "duplicates",
+                "conflicts",
+                "rejected",
+                "rejected_by_code",
+                "duration_ms",
             ]
         )
         if api_key is not None:
@@ -410,9 +424,7 @@ def _receipt(
     policies: dict[tuple[str, str], ToolPolicy],
 ) -> Receipt:
     values = fields.values
-    tool = _tool_facts(
-        policies, values["collection"], values["tool"], fields.declared_side_effect
-    )
+    tool = _tool_facts(policies, values["collection"], values["tool"], fields.declared_side_effect)
     lane, contradictions = classify_receipt(
         result=values["result"],
         reason=values["reason"],
@@ -533,7 +545,9 @@ def _apply_group_deltas(deltas: dict[int, _GroupDelta], *, now: datetime) -> Non
             contradiction_count=F("contradiction_count") + delta.contradictions,
             first_seen=Least(F("first_seen"), Value(delta.first_seen)),
             last_seen=Greatest(F("last_seen"), Value(delta.last_seen)),
-            lane=Case(When(last_seen__lte=delta.last_seen, then=Value(delta.lane)), default=F("lane")),
+            lane=Case(
+                When(last_seen__lte=delta.last_seen, then=Value(delta.lane)), default=F("lane")
+            ),
             status=Case(
                 When(status=GroupStatus.RESOLVED, then=Value(GroupStatus.REGRESSED)),
                 default=F("status"),

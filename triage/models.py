@@ -85,6 +85,9 @@ class ApiKeyQuotaWindow(models.Model):
             models.UniqueConstraint(fields=["api_key", "window_start"], name="quota_window_unique")
         ]
 
+    def __str__(self) -> str:
+        return f"{self.api_key_id} @ {self.window_start:%H:%M}: {self.used}"
+
 
 class IngestBatch(models.Model):
     """One ledger row per batch received, with what happened to its items."""
@@ -126,6 +129,9 @@ class IngestItem(models.Model):
             )
         ]
 
+    def __str__(self) -> str:
+        return f"{self.owner}/{self.item_type}/{self.client_id}"
+
 
 class IngestRejection(models.Model):
     """An item that was not stored, and why: nothing is dropped without a row here."""
@@ -141,6 +147,9 @@ class IngestRejection(models.Model):
 
     class Meta:
         ordering = ["batch_id", "index"]
+
+    def __str__(self) -> str:
+        return f"batch {self.batch_id} item {self.index}: {self.code}"
 
 
 class ToolPolicy(models.Model):
@@ -230,6 +239,9 @@ class FailureGroupBucket(models.Model):
         ]
         indexes = [models.Index(fields=["hour", "group"], name="bucket_hour_group")]
 
+    def __str__(self) -> str:
+        return f"group {self.group_id} @ {self.hour:%Y-%m-%d %H}h: {self.count}"
+
 
 class FailureGroupFacet(models.Model):
     """Records per group by source, lane and execution state (the filterable mixes)."""
@@ -247,6 +259,9 @@ class FailureGroupFacet(models.Model):
         ]
         indexes = [models.Index(fields=["dimension", "value"], name="facet_dimension_value")]
 
+    def __str__(self) -> str:
+        return f"group {self.group_id} {self.dimension}={self.value}: {self.count}"
+
 
 class RunnerEvent(models.Model):
     """A PlanRunner event as a runtime forwarded it, scrubbed."""
@@ -261,6 +276,9 @@ class RunnerEvent(models.Model):
     occurred_at = models.DateTimeField(db_index=True)
     graph_tool_call_version = models.CharField(max_length=40, blank=True)
     payload = models.JSONField(default=dict)
+
+    def __str__(self) -> str:
+        return f"{self.event_type} {self.plan_id} {self.step_id}"
 
 
 class FailureRecord(models.Model):

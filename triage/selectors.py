@@ -28,7 +28,7 @@ def failures_list(*, filters: FailureFilters) -> QuerySet[FailureRecord]:
     records = FailureRecord.objects.all()
     for name in ("collection", "stage", "reason", "tool", "lane", "execution_state", "source"):
         if name in filters:
-            records = records.filter(**{name: filters[name]})  # type: ignore[literal-required]
+            records = records.filter(**{name: filters[name]})
     if "group" in filters:
         records = records.filter(group_id=filters["group"])
     if "status" in filters:
@@ -44,7 +44,7 @@ def groups_list(*, filters: FailureFilters) -> QuerySet[FailureGroup]:
     groups = FailureGroup.objects.all()
     for name in ("collection", "stage", "reason", "tool", "lane", "status"):
         if name in filters:
-            groups = groups.filter(**{name: filters[name]})  # type: ignore[literal-required]
+            groups = groups.filter(**{name: filters[name]})
     for dimension in ("source", "execution_state"):
         if dimension in filters:
             groups = groups.filter(
@@ -52,7 +52,7 @@ def groups_list(*, filters: FailureFilters) -> QuerySet[FailureGroup]:
                     FailureGroupFacet.objects.filter(
                         group=OuterRef("pk"),
                         dimension=dimension,
-                        value=filters[dimension],  # type: ignore[literal-required]
+                        value=filters[dimension],
                         count__gt=0,
                     )
                 )

@@ -56,7 +56,9 @@ class FailureFilterSerializer(serializers.Serializer[Any]):
     execution_state = serializers.ChoiceField(
         required=False, choices=list(taxonomy.EXECUTION_STATES)
     )
-    source = serializers.ChoiceField(required=False, choices=list(taxonomy.SOURCES))
+    source = serializers.ChoiceField(  # type: ignore[assignment]
+        required=False, choices=list(taxonomy.SOURCES)
+    )
     status = serializers.ChoiceField(required=False, choices=GroupStatus.values)
     since = serializers.DateTimeField(required=False)
     until = serializers.DateTimeField(required=False)

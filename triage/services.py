@@ -19,9 +19,8 @@ def api_key_create(
     """Create a key and return it with its secret, which is shown once and never stored."""
     unknown = sorted(set(scopes) - set(ApiKeyScope.values))
     if unknown or not scopes:
-        raise ApiKeyError(
-            f"Scopes must be among {', '.join(ApiKeyScope.values)}; got {', '.join(scopes) or 'none'}."
-        )
+        allowed = ", ".join(ApiKeyScope.values)
+        raise ApiKeyError(f"Scopes must be among {allowed}; got {', '.join(scopes) or 'none'}.")
     if ApiKey.objects.filter(name=name).exists():
         raise ApiKeyError(f"An API key named {name!r} already exists.")
     if expires_days is not None and expires_days < 1:

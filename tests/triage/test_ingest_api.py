@@ -79,10 +79,16 @@ def test_a_malformed_item_is_rejected_alone_and_recorded(ingest_client: APIClien
         (2, "invalid_item"),
         (4, "invalid_field"),
     ]
-    assert IngestBatch.objects.get().rejected_by_code == {"missing_field": 1, "invalid_item": 1, "invalid_field": 1}
+    assert IngestBatch.objects.get().rejected_by_code == {
+        "missing_field": 1,
+        "invalid_item": 1,
+        "invalid_field": 1,
+    }
 
 
-def test_learning_attempts_are_not_known_yet_and_rejected_per_item(ingest_client: APIClient) -> None:
+def test_learning_attempts_are_not_known_yet_and_rejected_per_item(
+    ingest_client: APIClient,
+) -> None:
     response = post(
         ingest_client,
         [failure_item(), {"type": "learning_attempt", "id": "la-1", "body": {"query": "x"}}],
@@ -156,7 +162,9 @@ def test_a_gzip_body_that_inflates_over_the_limit_is_413(
     ingest_client: APIClient, settings: Any
 ) -> None:
     settings.TRIAGE_INGEST_MAX_BODY_BYTES = 50_000
-    compressed = gzip.compress(json.dumps({"items": [failure_item(message="a" * 100_000)]}).encode())
+    compressed = gzip.compress(
+        json.dumps({"items": [failure_item(message="a" * 100_000)]}).encode()
+    )
     assert len(compressed) < 50_000
     response = ingest_client.post(
         URL, data=compressed, content_type="application/json", HTTP_CONTENT_ENCODING="gzip"
@@ -280,7 +288,11 @@ def test_sent_values_that_contradict_the_derivation_are_kept_and_flagged(
         ],
     )
     blocked = FailureRecord.objects.get(client_id="blocked")
-    assert (blocked.lane, blocked.retryable, blocked.sent_retryable) == ("policy_blocked", False, True)
+    assert (blocked.lane, blocked.retryable, blocked.sent_retryable) == (
+        "policy_blocked",
+        False,
+        True,
+    )
     assert [c["code"] for c in blocked.contradictions] == ["retryable_in_policy_blocked"]
     five = FailureRecord.objects.get(client_id="five")
     assert five.sent_execution_state == "not_started"
@@ -299,7 +311,9 @@ def test_an_unknown_reason_is_stored_and_marked_unmapped(ingest_client: APIClien
 
 
 def test_unknown_fields_are_preserved_scrubbed_in_extra(ingest_client: APIClient) -> None:
-    post(ingest_client, [failure_item(adapter_trace={"span": "abc", "authorization": "Bearer zzz"})])
+    post(
+        ingest_client, [failure_item(adapter_trace={"span": "abc", "authorization": "Bearer zzz"})]
+    )
     extra = FailureRecord.objects.get().extra
     assert extra["adapter_trace"]["span"] == "abc"
     assert "zzz" not in json.dumps(extra)

@@ -16,12 +16,17 @@ from tests.factories import audit_item, failure_item, receipt_item, runner_event
 # Kind -> (planted value, substrings that must not survive)
 PLANTED: dict[str, str] = {
     "bearer": "Bearer abcDEF123456ghiJKL789mnoPQR",
-    "jwt": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ1c2VyLTQyIn0.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c",
+    "jwt": (
+        "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ1c2VyLTQyIn0.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c"
+    ),
     "openai": "sk-proj-Zx8Qw3Er5Ty7Ui9Op1As2Df4Gh6Jk8Lz",
     "github": "ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8",
     "aws": "AKIAIOSFODNN7EXAMPLE",
     "slack": "xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx",
-    "pem": "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7bq9Zx2secretPEMbody\n-----END RSA PRIVATE KEY-----",
+    "pem": (
+        "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7bq9Zx2secretPEMbody\n"
+        "-----END RSA PRIVATE KEY-----"
+    ),
     "url_password": "postgres://admin:hunter2-Sup3rS3cret@db.internal:5432/shop",
     "email": "kim.minji@example.com",
     "phone_kr": "+82 10-2345-6789",
@@ -61,7 +66,10 @@ def _planted_everywhere() -> dict[str, Any]:
                 "Set-Cookie": "sid=cookie-value-s3cr3t; HttpOnly",
                 "X-Api-Key": "x-api-key-value-9f8e7d",
             },
-            "header_pairs": [["Authorization", PLANTED["jwt"]], ["X-Api-Key", "x-api-key-value-9f8e7d"]],
+            "header_pairs": [
+                ["Authorization", PLANTED["jwt"]],
+                ["X-Api-Key", "x-api-key-value-9f8e7d"],
+            ],
             "nested": [{"deep": [{"note": value}]} for value in PLANTED.values()],
             "user_id": RAW_USER_ID,
         },
@@ -76,8 +84,10 @@ def _dump_database() -> str:
     with connection.cursor() as cursor:
         for model in apps.get_models():
             table = model._meta.db_table
-            cursor.execute(f"SELECT * FROM {table}")  # noqa: S608 - table names from models
-            chunks.extend(json.dumps(row, default=str, ensure_ascii=False) for row in cursor.fetchall())
+            cursor.execute(f"SELECT * FROM {table}")
+            chunks.extend(
+                json.dumps(row, default=str, ensure_ascii=False) for row in cursor.fetchall()
+            )
     return "\n".join(chunks)
 
 

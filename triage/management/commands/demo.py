@@ -49,10 +49,11 @@ class Command(BaseCommand):
         try:
             self._wait_until_up(base_url, processes[0])
             self._load_traffic(base_url)
+            if options["no_serve"]:
+                self.stdout.write(self.style.SUCCESS("Demo loaded; web stopped (--no-serve)."))
+                return
             processes.append(self._start_worker())
             self._print_welcome(base_url)
-            if options["no_serve"]:
-                return
             while all(process.poll() is None for process in processes):
                 time.sleep(1)
             raise CommandError("A demo process stopped; see its output above.")
@@ -81,7 +82,7 @@ class Command(BaseCommand):
                 sys.executable, "-m", "gunicorn", "config.wsgi",
                 "--bind", f"127.0.0.1:{port}",
                 "--workers", "2", "--threads", "4",
-                "--access-logfile", "-", "--log-level", "warning",
+                "--log-level", "warning",
             ]
         )  # fmt: skip
 

@@ -1,0 +1,65 @@
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from config.env import env_bool, env_int, env_list, env_str
+
+ROOT = Path(__file__).resolve().parents[2]
+PRODUCTION = {
+    "DJANGO_DEBUG": "0",
+    "DJANGO_SECRET_KEY": "x7Kq2-production-like-secret-key-with-enough-entropy-0123456789",
+    "DJANGO_ALLOWED_HOSTS": "triage.example.com",
+}
+
+
+def _manage(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("DJANGO_")}
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env={**clean, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_production_settings_pass_the_deploy_check() -> None:
+    result = _manage("check", "--deploy", "--fail-level", "WARNING", env=PRODUCTION)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_production_without_a_secret_key_refuses_to_start() -> None:
+    env = {k: v for k, v in PRODUCTION.items() if k != "DJANGO_SECRET_KEY"}
+    result = _manage("check", env=env)
+    assert result.returncode != 0
+    assert "DJANGO_SECRET_KEY" in result.stderr
+
+
+def test_a_bad_database_url_names_the_variable() -> None:
+    result = _manage("check", env={"DATABASE_URL": "nonsense://"})
+    assert result.returncode != 0
+    assert "DATABASE_URL" in result.stderr
+
+
+def test_env_helpers_fail_loudly(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SOME_INT", "twelve")
+    with pytest.raises(ImproperlyConfigured, match="SOME_INT must be an integer"):
+        env_int("SOME_INT", 1)
+    monkeypatch.setenv("SOME_BOOL", "maybe")
+    with pytest.raises(ImproperlyConfigured, match="SOME_BOOL must be a boolean"):
+        env_bool("SOME_BOOL", False)
+    monkeypatch.delenv("SOME_REQUIRED", raising=False)
+    with pytest.raises(ImproperlyConfigured, match="Set the environment variable SOME_REQUIRED"):
+        env_str("SOME_REQUIRED")
+    monkeypatch.setenv("SOME_LIST", "a, b,,c")
+    assert env_list("SOME_LIST", []) == ["a", "b", "c"]
+    monkeypatch.setenv("SOME_INT", "-1")
+    with pytest.raises(ImproperlyConfigured, match="at least 0"):
+        env_int("SOME_INT", 1)
