@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 
-.PHONY: install demo test lint typecheck check pytest bench clean
+.PHONY: install browser demo test lint typecheck check pytest bench clean
 
 install: $(VENV)/.installed
 
@@ -15,12 +15,18 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test]'
 	@touch $@
 
+## Debian's Chromium for the browser tests (Playwright never downloads a browser here).
+browser:
+	@test -x /usr/bin/chromium || apt-get install -y -q chromium || \
+		(apt-get update -q && apt-get install -y -q chromium) || \
+		echo "Could not install chromium: browser tests will be skipped."
+
 ## Install, migrate, load the demo through the real ingest API, start web + worker.
 demo: install
 	$(PY) manage.py demo
 
 ## Lint, type-check, Django checks, migrations check and the whole test suite.
-test: install lint typecheck check pytest
+test: install browser lint typecheck check pytest
 
 lint:
 	$(BIN)/ruff check .

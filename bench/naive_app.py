@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from django.core.wsgi import get_wsgi_application
 
@@ -217,7 +217,7 @@ class NaiveIngestApi(APIView):
         items = data.get("items") if isinstance(data, dict) else None
         if not isinstance(items, list) or not items:
             raise InvalidBatch('The body must be {"items": [...]}.', code="invalid_batch")
-        api_key: ApiKey = request.auth
+        api_key = cast(ApiKey, request.auth)
         retry_after = quota_consume(api_key=api_key, items=len(items))
         if retry_after is not None:
             raise QuotaExceeded(wait=retry_after)

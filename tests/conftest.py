@@ -59,3 +59,32 @@ def ingest_client(make_api_key: Callable[..., str]) -> APIClient:
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {make_api_key()}")
     return client
+
+
+@pytest.fixture
+def user_with_role(db: Any) -> Callable[[str], Any]:
+    """A signed-in-able user holding one of the roles made by migration (or none: "")."""
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Group
+
+    def make(role: str) -> Any:
+        user, created = get_user_model().objects.get_or_create(username=f"{role or 'nobody'}-user")
+        if created and role:
+            user.groups.add(Group.objects.get(name=role))
+        return user
+
+    return make
+
+
+@pytest.fixture
+def client_as(user_with_role: Callable[[str], Any]) -> Callable[[str], Any]:
+    """A test client signed in with the given role (force_login: django-axes wants a request
+    on every authenticate call, which the test client's login() does not pass)."""
+    from django.test import Client
+
+    def make(role: str, **kwargs: Any) -> Client:
+        client = Client(**kwargs)
+        client.force_login(user_with_role(role))
+        return client
+
+    return make

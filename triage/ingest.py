@@ -20,7 +20,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Case, F, Value, When
+from django.db.models import Case, F, PositiveIntegerField, Q, Value, When
 from django.db.models.functions import Greatest, Least
 from django.utils import timezone
 
@@ -33,6 +33,7 @@ from triage.models import (
     FailureGroupBucket,
     FailureGroupFacet,
     FailureRecord,
+    GroupEvent,
     GroupStatus,
     IngestBatch,
     IngestItem,
@@ -497,7 +498,7 @@ def _store_failures(
         record.group = group
         deltas[group.pk].add(record)
     FailureRecord.objects.bulk_create(records, batch_size=500)
-    _apply_group_deltas(deltas, now=now)
+    _apply_group_deltas(deltas, {group.pk: group for group in groups.values()}, now=now)
 
 
 def _group_key(record: FailureRecord) -> tuple[str, str, str, str]:
@@ -535,10 +536,21 @@ def _groups_for(records: list[FailureRecord]) -> dict[tuple[str, str, str, str],
     return {key: found[key] for key in keys}
 
 
-def _apply_group_deltas(deltas: dict[int, _GroupDelta], *, now: datetime) -> None:
-    """Add this batch's counts to each group with relative UPDATEs (safe under concurrency)."""
+def _apply_group_deltas(
+    deltas: dict[int, _GroupDelta], groups: dict[int, FailureGroup], *, now: datetime
+) -> None:
+    """Add this batch's counts to each group with relative UPDATEs (safe under concurrency).
+
+    A resolved group that sees a record is regressed; a mute ends when its count of new
+    records or its time runs out. Both leave a row in the group's history.
+    """
+    muted = Q(status=GroupStatus.MUTED)
+    events: list[GroupEvent] = []
     for group_id in sorted(deltas):
         delta = deltas[group_id]
+        count_ran_out = muted & Q(mute_remaining_count__lte=delta.count)
+        time_ran_out = muted & Q(muted_until__lte=now)
+        unmute = count_ran_out | time_ran_out
         FailureGroup.objects.filter(pk=group_id).update(
             count=F("count") + delta.count,
             retryable_count=F("retryable_count") + delta.retryable,
@@ -550,13 +562,26 @@ def _apply_group_deltas(deltas: dict[int, _GroupDelta], *, now: datetime) -> Non
             ),
             status=Case(
                 When(status=GroupStatus.RESOLVED, then=Value(GroupStatus.REGRESSED)),
+                When(unmute, then=Value(GroupStatus.OPEN)),
                 default=F("status"),
             ),
             status_changed_at=Case(
-                When(status=GroupStatus.RESOLVED, then=Value(now)),
+                When(Q(status=GroupStatus.RESOLVED) | unmute, then=Value(now)),
                 default=F("status_changed_at"),
             ),
+            mute_remaining_count=Case(
+                When(unmute, then=Value(None)),
+                When(
+                    muted & Q(mute_remaining_count__isnull=False),
+                    then=F("mute_remaining_count") - delta.count,
+                ),
+                default=F("mute_remaining_count"),
+                output_field=PositiveIntegerField(null=True),
+            ),
+            muted_until=Case(When(unmute, then=Value(None)), default=F("muted_until")),
         )
+        events.extend(_status_events(groups[group_id], delta, now=now))
+    GroupEvent.objects.bulk_create(events)
     _upsert_increments(
         FailureGroupBucket._meta.db_table,
         ("group_id", "hour"),
@@ -575,6 +600,36 @@ def _apply_group_deltas(deltas: dict[int, _GroupDelta], *, now: datetime) -> Non
             for (dimension, value), count in delta.facets.items()
         ),
     )
+
+
+def _status_events(group: FailureGroup, delta: _GroupDelta, *, now: datetime) -> list[GroupEvent]:
+    """History rows for the status changes a batch causes (read before the UPDATE)."""
+    if group.status == GroupStatus.RESOLVED:
+        return [
+            GroupEvent(
+                group=group,
+                action="regressed",
+                status_before=GroupStatus.RESOLVED,
+                status_after=GroupStatus.REGRESSED,
+                note=f"{delta.count} new record(s) after it was resolved",
+                created_at=now,
+            )
+        ]
+    if group.status == GroupStatus.MUTED and (
+        (group.mute_remaining_count is not None and group.mute_remaining_count <= delta.count)
+        or (group.muted_until is not None and group.muted_until <= now)
+    ):
+        return [
+            GroupEvent(
+                group=group,
+                action="unmuted",
+                status_before=GroupStatus.MUTED,
+                status_after=GroupStatus.OPEN,
+                note="the mute ran out",
+                created_at=now,
+            )
+        ]
+    return []
 
 
 def _upsert_increments(

@@ -44,6 +44,7 @@ class ApiKey(models.Model):
 
     class Meta:
         ordering = ["name"]
+        permissions = [("manage_api_keys", "Can create and revoke API keys")]
 
     def __str__(self) -> str:
         return self.name
@@ -221,6 +222,7 @@ class FailureGroup(models.Model):
                 fields=["collection", "stage", "reason", "tool"], name="failure_group_unique"
             )
         ]
+        permissions = [("act_on_group", "Can acknowledge, assign, resolve, mute and reopen groups")]
 
     def __str__(self) -> str:
         return f"{self.stage}/{self.reason} {self.tool or '-'} ({self.collection or '-'})"
@@ -362,6 +364,7 @@ class Receipt(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["execution_state", "-received_at"], name="receipt_state")]
+        permissions = [("reconcile_receipt", "Can record what reconciling uncertain work found")]
 
     def __str__(self) -> str:
         return f"{self.tool_run_id} {self.tool} {self.result}"
@@ -385,3 +388,81 @@ class AuditEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.method} {self.host} {self.status}"
+
+
+class GroupAction(models.TextChoices):
+    ACKNOWLEDGE = "acknowledge", "acknowledge"
+    ASSIGN = "assign", "assign"
+    RESOLVE = "resolve", "resolve"
+    MUTE = "mute", "mute"
+    REOPEN = "reopen", "reopen"
+    NOTE = "note", "note"
+    UNDO = "undo", "undo"
+
+
+class BulkAction(models.Model):
+    """One action applied to every group a filter showed; keeps what it changed, for undo."""
+
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL)
+    action = models.CharField(max_length=16, choices=GroupAction.choices)
+    query = models.CharField(max_length=1000, blank=True)  # the triage filter, as a URL query
+    group_count = models.PositiveIntegerField()
+    previous = models.JSONField(default=dict)  # group id -> fields before the action
+    created_at = models.DateTimeField(default=timezone.now)
+    undone_at = models.DateTimeField(null=True, blank=True)
+    undone_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+
+    def __str__(self) -> str:
+        return f"{self.action} on {self.group_count} groups"
+
+
+class GroupEvent(models.Model):
+    """Append-only history of a group: who changed what, when and why."""
+
+    group = models.ForeignKey(FailureGroup, on_delete=models.CASCADE, related_name="events")
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    action = models.CharField(max_length=16)  # a GroupAction, or "regressed" / "unmuted"
+    status_before = models.CharField(max_length=16, blank=True)
+    status_after = models.CharField(max_length=16, blank=True)
+    note = models.TextField(blank=True)
+    data = models.JSONField(default=dict, blank=True)
+    bulk_action = models.ForeignKey(
+        BulkAction, null=True, blank=True, on_delete=models.SET_NULL, related_name="events"
+    )
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"group {self.group_id}: {self.action}"
+
+
+class ReconciliationFinding(models.TextChoices):
+    APPLIED = "applied", "applied: the remote side did it"
+    NOT_APPLIED = "not_applied", "not applied: nothing happened remotely"
+    PARTIALLY_APPLIED = "partially_applied", "partially applied"
+
+
+class Reconciliation(models.Model):
+    """What an operator found when checking uncertain work (seed 004's reconcile_first)."""
+
+    receipt = models.ForeignKey(Receipt, on_delete=models.CASCADE, related_name="reconciliations")
+    finding = models.CharField(max_length=20, choices=ReconciliationFinding.choices)
+    note = models.TextField()
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.receipt_id}: {self.finding}"

@@ -130,10 +130,10 @@ _PEM_RE = re.compile(
 _URL_USERINFO_RE = re.compile(r"(?<=://)[^\s/?#@\[\]<>\"']{1,512}@")
 
 _TOKEN_RE = re.compile(
-    r"(?P<bearer>\b(?i:bearer)\s+(?!\[REDACTED)[^\s\"'<>,;]+)"
+    r"(?P<bearer>\b(?i:bearer)(?:\s+(?i:bearer|basic|token))*\s+(?!\[REDACTED)[^\s\"'<>,;]+)"
     r"|(?P<basic>\b(?i:basic)\s+"
     r"(?=[A-Za-z0-9+/=]{0,400}?[0-9+/=]|[A-Za-z0-9+/]{0,400}?[a-z][A-Z])"
-    r"[A-Za-z0-9+/]{6,}={0,2}(?![A-Za-z0-9+/=]))"
+    r"[A-Za-z0-9+/]{6,}={0,2}(?![A-Za-z0-9+/=_.~-]))"
     r"|(?P<auth_token>\b(?i:token)\s+"
     r"(?=[A-Za-z0-9._~+/=-]{0,200}?\d)(?=[A-Za-z0-9._~+/=-]{0,200}?[A-Za-z])"
     r"[A-Za-z0-9._~+/=-]{12,})"
@@ -142,7 +142,7 @@ _TOKEN_RE = re.compile(
     r"|(?P<openai_key>(?<![A-Za-z0-9])sk-(?=[A-Za-z0-9_-]{0,300}?\d)[A-Za-z0-9_-]{16,})"
     r"|(?P<stripe_key>(?<![A-Za-z0-9])(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{10,})"
     r"|(?P<github_token>(?<![A-Za-z0-9])(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_\w{20,}))"
-    r"|(?P<aws_access_key_id>(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9]))"
+    r"|(?P<aws_access_key_id>(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16,}(?![a-z0-9]))"
     r"|(?P<aws_secret_key>(?<![A-Za-z0-9])(?P<aws_prefix>(?i:aws_?secret_?access_?key)"
     r"[\"']?\s{0,3}[:=]\s{0,3}[\"']?)[A-Za-z0-9/+=]{40}(?![A-Za-z0-9/+=]))"
     r"|(?P<slack_token>(?<![A-Za-z0-9])xox[abprse]-[A-Za-z0-9-]{10,})"
@@ -163,7 +163,7 @@ _TOKEN_GATE_RE = re.compile(
 _HEADER_LINE_RE = re.compile(
     r"(?<![\w-])(?P<name>[\"']?(?i:proxy-authorization|authorization|set-cookie|cookie"
     r"|x-api-key|x-auth-token|x-amz-security-token)[\"']?\s{0,3}:\s{0,3})"
-    r"(?P<value>[^\r\n\"']{1,4000})"
+    r"(?P<value>[^\s\"'][^\r\n\"']{0,4000})"
 )
 
 # key=value / key: value / "key": "value" in free text, for keys that name a secret.
@@ -173,10 +173,10 @@ _TEXT_PAIR_RE = re.compile(
     r"(?P<value>\"(?:[^\"\\\n]|\\.){0,2000}\"|'[^'\n]{0,2000}'|\[REDACTED[^\]\s]{0,40}\]"
     r"|[^\s,;&\"'<>(){}\[\]]{1,2000})"
 )
-# Words one of the keys above must contain (searched in the lower-cased text).
+# A word one of the keys above must contain, then the separator (lower-cased text).
 _TEXT_PAIR_GATE_RE = re.compile(
-    r"pass|pwd|secret|token|key|auth|cookie|session|credential|sign|user|member|customer"
-    r"|account|mail|phone|mobile"
+    r"(?:pass|pwd|secret|token|key|auth|cookie|session|credential|sign|user|member|customer"
+    r"|account|mail|phone|mobile)[\w.-]{0,40}[\"']?\s{0,3}[:=]"
 )
 _BOOLEAN_WORDS = frozenset({"true", "false", "null", "none", "yes", "no", "[]", "{}"})
 
@@ -190,26 +190,32 @@ _EMAIL_RE = re.compile(
 # every branch refuses to start right after a word character, '.', '-' or '+'.
 _NUMBER_RE = re.compile(
     r"(?P<rrn>(?<![\w.+-])\d{6}-[1-8]\d{6}(?![\w-]))"
-    r"|(?P<card>(?<![\w.+-])\d(?:[ -]?\d){12,18}(?![\w-]|\.\d))"
+    r"|(?P<card>(?<![\w.+-])\d(?:[ -]?\d){12,}(?![\w-]|\.\d))"
     r"|(?P<phone_intl>(?<![\w+])\+\d(?:[ .()-]{0,2}\d){7,14}(?![\w-]|\.\d))"
     r"|(?P<phone_kr>(?<![\w.+-])0(?:1[016789]|2|[3-6][1-5]|70|50\d?)[ .-]?\d{3,4}[ .-]?\d{4}"
     r"(?![\w-]|\.\d))"
     r"|(?P<phone_us>(?<![\w.+-])(?:\(\d{3}\)[ .-]?|\d{3}[ .-])\d{3}[ .-]\d{4}(?![\w-]|\.\d))"
 )
-_PHONE_ONLY_RE = re.compile(
-    r"(?P<phone_kr>(?<![\w.+-])0(?:1[016789]|2|[3-6][1-5]|70|50\d?)[ .-]?\d{3,4}[ .-]?\d{4}"
+# What a digit run that is not a card may still hold (see _scrub_digit_run).
+_NOT_CARD_RE = re.compile(
+    r"(?P<rrn>(?<![\w.+-])\d{6}-[1-8]\d{6}(?![\w-]))"
+    r"|(?P<phone_kr>(?<![\w.+-])0(?:1[016789]|2|[3-6][1-5]|70|50\d?)[ .-]?\d{3,4}[ .-]?\d{4}"
     r"(?![\w-]|\.\d))"
     r"|(?P<phone_us>(?<![\w.+-])(?:\(\d{3}\)[ .-]?|\d{3}[ .-])\d{3}[ .-]\d{4}(?![\w-]|\.\d))"
 )
-# Every number above is a run of 9+ digits, spaces, dots, dashes and parentheses; finding
-# one such run is cheap (the pattern starts with a character set).
-_NUMBER_GATE_RE = re.compile(r"[+(\d][\d ().-]{7,}\d")
+# Every number above is a run of at least 9 digits (or '+' and 8 digits) with at most a
+# few separators between them; finding one such run is cheap (the pattern starts with a
+# character set), and plain dates (8 digits) and times are not such runs.
+_NUMBER_GATE_RE = re.compile(r"[+(\d](?:[ ().-]{0,3}\d){8,}")
 # Whole strings of these shapes hold nothing to redact: timestamps, UUIDs, hex digests.
 _SAFE_SHAPE_RE = re.compile(
     r"\d{4}-\d\d-\d\d(?:[T ]\d\d:\d\d(?::\d\d(?:\.\d{1,9})?)?(?:Z|[+-]\d\d:?\d\d)?)?"
     r"|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
     r"|(?:sha\d{1,3}:|md5:)?(?=\d{0,127}[a-f])[0-9a-f]{16,128}"
 )
+
+
+_DIGIT_GROUP_RE = re.compile(r"\d+")
 
 
 def _luhn_valid(digits: str) -> bool:
@@ -224,17 +230,50 @@ def _luhn_valid(digits: str) -> bool:
     return total % 10 == 0
 
 
+def _is_card_number(digits: str) -> bool:
+    # Payment networks issue cards starting with 2-6; order numbers and epoch milliseconds
+    # (starting with 1) stay, and so does anything failing the Luhn check.
+    return 13 <= len(digits) <= 19 and digits[0] in "23456" and _luhn_valid(digits)
+
+
+def _scrub_digit_run(text: str) -> str:
+    """A run of digit groups: redact the card numbers inside it, then the other numbers.
+
+    The run may hold more than the card (``4111 1111 1111 1111 12/26``, ``order 12 4111 ...``),
+    so every window of whole groups holding 13-19 digits is tried, longest first.
+    """
+    groups = [(match.start(), match.end()) for match in _DIGIT_GROUP_RE.finditer(text)]
+    pieces: list[str] = []
+    done = 0
+    first = 0
+    while first < len(groups):
+        digits = ""
+        windows: list[tuple[int, str]] = []
+        for last in range(first, len(groups)):
+            digits += text[groups[last][0] : groups[last][1]]
+            if len(digits) > 19:
+                break
+            windows.append((last, digits))
+        for last, window in reversed(windows):
+            if _is_card_number(window):
+                pieces.append(_NOT_CARD_RE.sub(_number_replacement, text[done : groups[first][0]]))
+                pieces.append(_marker("card"))
+                done = groups[last][1]
+                first = last + 1
+                break
+        else:
+            first += 1
+    pieces.append(_NOT_CARD_RE.sub(_number_replacement, text[done:]))
+    return "".join(pieces)
+
+
 def _number_replacement(match: re.Match[str]) -> str:
     kind = match.lastgroup or "number"
     text = match.group()
     if kind == "card":
-        digits = text.replace(" ", "").replace("-", "")
-        # Payment networks issue cards starting with 2-6; order numbers and epoch
-        # milliseconds (starting with 1) stay, and so does anything failing the Luhn check.
-        if 13 <= len(digits) <= 19 and digits[0] in "23456" and _luhn_valid(digits):
+        if _is_card_number(text.replace(" ", "").replace("-", "")):
             return _marker("card")
-        # Not a card; a phone number may still hide inside the run.
-        return _PHONE_ONLY_RE.sub(_phone_replacement, text)
+        return _scrub_digit_run(text)
     if kind == "phone_intl":
         digit_count = sum(char.isdigit() for char in text)
         return _marker("phone") if 8 <= digit_count <= 15 else text
@@ -243,8 +282,26 @@ def _number_replacement(match: re.Match[str]) -> str:
     return _marker("phone")
 
 
-def _phone_replacement(match: re.Match[str]) -> str:
-    return _marker("phone")
+def _scrub_numbers(text: str) -> str:
+    """Run _NUMBER_RE only over candidate runs (plus the context its lookarounds read)."""
+    pieces: list[str] = []
+    done = 0
+    for candidate in _NUMBER_GATE_RE.finditer(text):
+        start, end = candidate.span()
+        # One char of left context and two of right context: number patterns never start
+        # or end inside them (they start with [+(0-9] and end with a digit).
+        left = 1 if start else 0
+        right = min(2, len(text) - end)
+        region = text[start - left : end + right]
+        scrubbed = _NUMBER_RE.sub(_number_replacement, region)
+        if scrubbed != region:
+            pieces.append(text[done:start])
+            pieces.append(scrubbed[left : len(scrubbed) - right])
+            done = end
+    if not pieces:
+        return text
+    pieces.append(text[done:])
+    return "".join(pieces)
 
 
 def _token_replacement(match: re.Match[str]) -> str:
@@ -267,10 +324,14 @@ def _header_line_replacement(match: re.Match[str]) -> str:
 
 def _text_pair_replacement(match: re.Match[str]) -> str:
     key = match.group("key")
-    kind = _classify_key(key)[0]
-    if kind not in (_SECRET, _IDENTIFIER):
-        return match.group()
+    kind = _key_kind(key)
     value = match.group("value")
+    start = match.start("value") - match.start()
+    if kind not in (_SECRET, _IDENTIFIER):
+        # Not a secret, but its value may hold a pair itself ("failed: password=x").
+        if "=" in value or ":" in value:
+            return match.group()[:start] + _TEXT_PAIR_RE.sub(_text_pair_replacement, value)
+        return match.group()
     quote = value[0] if value[:1] in ("'", '"') else ""
     inner = value[1:-1] if quote else value
     if not inner or inner.startswith("[REDACTED") or inner.lower() in _BOOLEAN_WORDS:
@@ -290,7 +351,6 @@ def _text_pair_replacement(match: re.Match[str]) -> str:
         ):
             return match.group()
         label = "secret"
-    start = match.start("value") - match.start()
     return match.group()[:start] + quote + _marker(label) + quote
 
 
@@ -299,6 +359,9 @@ def _scrub_once(text: str) -> str:
         return text
     out = text
     lowered = text.lower()
+    # Numbers first: a scheme word in front ("Bearer +82 10-...") must not split them.
+    if _NUMBER_GATE_RE.search(out):
+        out = _scrub_numbers(out)
     if _TOKEN_GATE_RE.search(lowered) or "private key" in lowered:
         if "PRIVATE KEY" in out:
             out = _PEM_RE.sub(_marker("private_key"), out)
@@ -311,8 +374,6 @@ def _scrub_once(text: str) -> str:
         out = _TEXT_PAIR_RE.sub(_text_pair_replacement, out)
     if has_at:
         out = _EMAIL_RE.sub(_marker("email"), out)
-    if _NUMBER_GATE_RE.search(out):
-        out = _NUMBER_RE.sub(_number_replacement, out)
     # The engine's own patterns, as a backstop after ours.
     if has_at and "@" in out:
         out = _ENGINE_EMAIL_RE.sub(_marker("email"), out)
@@ -439,7 +500,8 @@ _SENSITIVE_HEADER_PARTS = (
 _EXTRA_RAW_KEYS = frozenset(
     {"output_preview", "raw_request", "raw_response", "request_payload", "response_payload"}
 )
-_REDACTED_KEY_RE = re.compile(r"^\[REDACTED_KEY:\d+\]$")
+# Our own markers used as keys ("[REDACTED_KEY:1]", "[REDACTED:email]") are plain keys.
+_REDACTED_KEY_RE = re.compile(r"^\[REDACTED[^\]]*\]$")
 _CAMEL_BOUNDARY_1 = re.compile(r"([A-Z]+)([A-Z][a-z])")
 _CAMEL_BOUNDARY_2 = re.compile(r"([a-z0-9])([A-Z])")
 _NON_ALNUM = re.compile(r"[^0-9A-Za-z]+")
@@ -450,30 +512,13 @@ def _snake_case(key: str) -> str:
     return _NON_ALNUM.sub("_", snake).strip("_").lower()
 
 
-_KEY_CACHE: dict[tuple[str, bool], tuple[int, str]] = {}
-_KEY_CACHE_LIMIT: Final = 4_096
-
-
-def _classify_key(key: str, header: bool = False) -> tuple[int, str]:
-    """(class, hashed key name) for a dict key or a header name; cached per process."""
-    cache_key = (key, header)
-    cached = _KEY_CACHE.get(cache_key)
-    if cached is not None:
-        return cached
-    result = _classify_key_uncached(key, header)
-    # Only short keys with nothing to redact in them are remembered.
-    if len(key) <= 64 and "@" not in key:
-        if len(_KEY_CACHE) >= _KEY_CACHE_LIMIT:
-            _KEY_CACHE.clear()
-        _KEY_CACHE[cache_key] = result
-    return result
-
-
 def _classify_key_uncached(key: str, header: bool) -> tuple[int, str]:
     if _REDACTED_KEY_RE.match(key):
         return _PLAIN, ""
     snake = _snake_case(key)
     if header:
+        if snake.endswith("_hash"):
+            return _PLAIN, ""
         if _IDENTIFIER_KEY_RE.search(snake):
             return _IDENTIFIER, snake + "_hash"
         lowered = key.lower()
@@ -506,6 +551,12 @@ _CLEAN_STRINGS_LIMIT: Final = 16_384
 # Long strings are scanned in a window, not whole; see _scrub_string.
 _SCAN_WINDOW: Final = 8 * MAX_STRING_CHARS
 _CODE_VALUE_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.:-]{0,63}$")
+_MARKER_RE = re.compile(r"\[REDACTED[^\]]{0,40}\]")
+
+
+def _is_code(text: str) -> bool:
+    """A code-like string ("blocked"), also once scrubbed ("[REDACTED:jwt]" counts as a word)."""
+    return bool(_CODE_VALUE_RE.match(_MARKER_RE.sub("x", text) if "[" in text else text))
 
 
 def _truncate(scrubbed: str, original_length: int, limit: int) -> str:
@@ -546,6 +597,35 @@ def _scrub_string(text: str) -> str:
 
 
 # --- the walker ---------------------------------------------------------------------------
+# key -> (class, output key) for keys that need no redaction themselves; the output key is
+# the key, or "<snake>_hash" for identifiers. Bounded, per process.
+_KEY_INFO: dict[str, tuple[int, str]] = {}
+_HEADER_KEY_INFO: dict[str, tuple[int, str]] = {}
+_KEY_INFO_LIMIT: Final = 4_096
+
+
+def _key_info(key: str, header: bool) -> tuple[int, str] | None:
+    """(class, output key), or None when the key itself looks like a secret."""
+    cache = _HEADER_KEY_INFO if header else _KEY_INFO
+    info = cache.get(key)
+    if info is not None:
+        return info
+    if _scrub_string(key) != key:
+        return None
+    kind, hashed_key = _classify_key_uncached(key, header)
+    info = (kind, hashed_key or key)
+    if len(key) <= _CLEAN_STRING_MAX_LEN:
+        if len(cache) >= _KEY_INFO_LIMIT:
+            cache.clear()
+        cache[key] = info
+    return info
+
+
+def _key_kind(key: str) -> int:
+    info = _key_info(key, False)
+    return _PLAIN if info is None else info[0]
+
+
 class _Failure(Exception):
     """Raised deep in the walk; containers add their path segment on the way out."""
 
@@ -558,41 +638,60 @@ class _Failure(Exception):
 _TRUNCATED_ITEMS_RE = re.compile(r"^\[truncated \d+ items\]$")
 _SUMMARY_KEYS = frozenset({"redacted", "type", "size", "keys"})
 _SUMMARY_TYPES = frozenset({"object", "array", "string", "number"})
+_NOT_JSON = "value is not plain JSON (bytes, set, object, NaN or infinity)"
+_TOO_DEEP = f"nested deeper than {MAX_DEPTH} levels"
+_TOO_MANY = f"more than {MAX_NODES} values"
+_BIG_INT = 10**12
 
 
 def _json_size(value: Any) -> int:
     try:
         return len(json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False))
     except RecursionError:
-        raise _Failure(f"value nested deeper than {MAX_DEPTH} levels") from None
+        raise _Failure(_TOO_DEEP) from None
     except (TypeError, ValueError):
-        raise _Failure("value is not plain JSON (bytes, set, object, NaN or infinity)") from None
+        raise _Failure(_NOT_JSON) from None
 
 
 def _path_segment_for_key(key: object) -> str:
     if not isinstance(key, str):
-        return "<non-string key>"
-    if scrub_text(key) != key:
-        return "[REDACTED_KEY]"
+        return "[<non-string key>]"
+    if _scrub_string(key) != key:
+        return ".[REDACTED_KEY]"
     return "." + (key if len(key) <= 64 else key[:64] + "...")
 
 
+def _list_limit(value: list[Any] | tuple[Any, ...]) -> int:
+    """How many items to keep: one more when an earlier pass already added its marker."""
+    if (
+        len(value) == MAX_LIST_ITEMS + 1
+        and type(value[-1]) is str
+        and _TRUNCATED_ITEMS_RE.match(value[-1])
+    ):
+        return MAX_LIST_ITEMS + 1
+    return MAX_LIST_ITEMS
+
+
+def _unsupported(value: Any) -> _Failure:
+    return _Failure(f"value of type {type(value).__name__} is not JSON")
+
+
 class _Walker:
+    """One scrub_payload call: the hash key and the running count of values."""
+
     __slots__ = ("hash_key", "nodes")
 
     def __init__(self, hash_key: bytes) -> None:
         self.hash_key = hash_key
-        self.nodes = 0
+        self.nodes = 1
 
-    def count(self) -> None:
-        self.nodes += 1
+    def add_nodes(self, count: int) -> None:
+        self.nodes += count
         if self.nodes > MAX_NODES:
-            raise _Failure(f"more than {MAX_NODES} values")
+            raise _Failure(_TOO_MANY)
 
     def walk(self, value: Any, depth: int) -> Any:
-        self.nodes += 1
-        if self.nodes > MAX_NODES:
-            raise _Failure(f"more than {MAX_NODES} values")
+        """Any JSON value; containers count their children, so nothing is counted here."""
         kind = type(value)
         if kind is str:
             return _scrub_string(value)
@@ -603,7 +702,7 @@ class _Walker:
         if value is None or kind is bool:
             return value
         if kind is int:
-            return self.scrub_int(value)
+            return value if -_BIG_INT < value < _BIG_INT else self.scrub_big_int(value)
         if kind is float:
             if not math.isfinite(value):
                 raise _Failure("number is NaN or infinite")
@@ -614,78 +713,98 @@ class _Walker:
         if isinstance(value, bool):
             return bool(value)
         if isinstance(value, int):
-            return self.scrub_int(int(value))
+            return self.walk(int(value), depth)
         if isinstance(value, float):
             return self.walk(float(value), depth)
         if isinstance(value, dict):
             return self.walk_dict(dict(value), depth + 1, header=False)
         if isinstance(value, (list, tuple)):
             return self.walk_list(list(value), depth + 1)
-        raise _Failure(f"value of type {type(value).__name__} is not JSON")
+        raise _unsupported(value)
 
     @staticmethod
-    def scrub_int(value: int) -> Any:
-        # A card number sent as a JSON number.
-        if value >= 10**12 or value <= -(10**12):
-            text = str(value)
-            scrubbed = scrub_text(text)
-            if scrubbed != text:
-                return scrubbed
-        return value
+    def scrub_big_int(value: int) -> Any:
+        """A card number sent as a JSON number becomes a marker string."""
+        text = str(value)
+        scrubbed = scrub_text(text)
+        return value if scrubbed == text else scrubbed
 
     def walk_dict(self, value: dict[Any, Any], depth: int, *, header: bool) -> dict[str, Any]:
         if depth > MAX_DEPTH:
-            raise _Failure(f"nested deeper than {MAX_DEPTH} levels")
+            raise _Failure(_TOO_DEEP)
+        self.add_nodes(len(value))
+        if (
+            not header
+            and "name" in value
+            and ("value" in value or "values" in value)
+            and type(value["name"]) is str
+        ):
+            return self.walk_name_value(value, depth, header=False)
+        cache = _HEADER_KEY_INFO if header else _KEY_INFO
+        clean_strings = _CLEAN_STRINGS
         out: dict[str, Any] = {}
         redacted_keys = 0
         key: Any = None
         try:
-            if not header and "name" in value and ("value" in value or "values" in value):
-                name = value["name"]
-                if type(name) is str:
-                    return self.walk_name_value(value, depth, header=False)
             for key, item in value.items():
-                if type(key) is not str:
-                    if isinstance(key, str):
+                info = cache.get(key)
+                if info is None:
+                    if type(key) is not str:
+                        if not isinstance(key, str):
+                            raise _Failure("object key is not a string")
                         key = str.__str__(key)
-                    else:
-                        raise _Failure("object key is not a string")
-                clean_key = _scrub_string(key)
-                if clean_key != key:
-                    redacted_keys += 1
-                    while f"[REDACTED_KEY:{redacted_keys}]" in value:
+                    info = _key_info(key, header)
+                    if info is None:
                         redacted_keys += 1
-                    clean_key = f"[REDACTED_KEY:{redacted_keys}]"
-                    kind, hashed_key = _PLAIN, ""
-                else:
-                    kind, hashed_key = _classify_key(key, header)
+                        while f"[REDACTED_KEY:{redacted_keys}]" in value:
+                            redacted_keys += 1
+                        info = (_PLAIN, f"[REDACTED_KEY:{redacted_keys}]")
+                kind, out_key = info
                 if kind == _PLAIN:
-                    out[clean_key] = self.walk(item, depth)
+                    # The common cases, inlined: a short string already known to be clean,
+                    # booleans, nulls and small integers.
+                    item_type = type(item)
+                    if item_type is str:
+                        if len(item) <= _CLEAN_STRING_MAX_LEN and item in clean_strings:
+                            out[out_key] = item
+                        else:
+                            out[out_key] = _scrub_string(item)
+                    elif (
+                        item is None
+                        or item_type is bool
+                        or (item_type is int and -_BIG_INT < item < _BIG_INT)
+                    ):
+                        out[out_key] = item
+                    else:
+                        out[out_key] = self.walk(item, depth)
                 elif kind == _SECRET:
-                    out[clean_key] = self.secret_value(key, item)
+                    out[out_key] = self.secret_value(key, item)
                 elif kind == _IDENTIFIER:
-                    if hashed_key in value or hashed_key in out:
-                        self.count()
+                    if out_key in value or out_key in out:
                         continue  # the caller's own hash wins; the raw value is dropped
-                    out[hashed_key] = self.hashed(item)
+                    out[out_key] = self.hashed(item)
                 elif kind == _HEADERS:
-                    out[clean_key] = self.walk_headers(item, depth)
+                    out[out_key] = self.walk_headers(item, depth)
                 elif kind == _RAW_UNLESS_CODE and (
-                    item is None or (type(item) is str and _CODE_VALUE_RE.match(item))
+                    item is None or (type(item) is str and _is_code(item))
                 ):
-                    out[clean_key] = self.walk(item, depth)
+                    out[out_key] = self.walk(item, depth)  # a receipt's result: "blocked"
                 else:
-                    out[clean_key] = self.summarize(item)
+                    out[out_key] = self.summarize(item)
         except _Failure as failure:
             failure.segments.append(_path_segment_for_key(key))
             raise
         return out
 
     def walk_name_value(self, value: dict[str, Any], depth: int, *, header: bool) -> Any:
-        """{"name": N, "value": V} objects: V is treated as if it were keyed by N."""
+        """{"name": N, "value": V} objects (headers, parameters): V is treated as if keyed by N."""
         name: str = value["name"]
-        clean_name = _scrub_string(name)
-        kind, hashed_name = (_PLAIN, "") if clean_name != name else _classify_key(name, header)
+        info = _key_info(name, header)
+        if info is None:
+            # The name itself held a secret: go by its scrubbed text, as a second pass will.
+            scrubbed_name = _scrub_string(name)
+            info = _key_info(scrubbed_name, header) or (_PLAIN, scrubbed_name)
+        kind, out_name = info
         out: dict[str, Any] = {}
         key: Any = None
         try:
@@ -693,13 +812,16 @@ class _Walker:
                 if type(key) is not str:
                     raise _Failure("object key is not a string")
                 if key == "name":
-                    self.count()
-                    out["name"] = hashed_name if kind == _IDENTIFIER else clean_name
+                    out["name"] = out_name
                 elif key in ("value", "values"):
                     if kind == _SECRET:
                         out[key] = self.secret_value(name, item)
                     elif kind == _IDENTIFIER:
                         out[key] = self.hashed(item)
+                    elif kind == _RAW_UNLESS_CODE and (
+                        item is None or (type(item) is str and _is_code(item))
+                    ):
+                        out[key] = self.walk(item, depth)
                     elif kind in (_RAW, _RAW_UNLESS_CODE):
                         out[key] = self.summarize(item)
                     else:
@@ -713,19 +835,51 @@ class _Walker:
 
     def walk_list(self, value: list[Any] | tuple[Any, ...], depth: int) -> list[Any]:
         if depth > MAX_DEPTH:
-            raise _Failure(f"nested deeper than {MAX_DEPTH} levels")
-        limit = MAX_LIST_ITEMS
-        if (
-            len(value) == MAX_LIST_ITEMS + 1
-            and type(value[-1]) is str
-            and _TRUNCATED_ITEMS_RE.match(value[-1])
-        ):
-            limit += 1  # already truncated by an earlier pass
+            raise _Failure(_TOO_DEEP)
+        size = len(value)
+        limit = _list_limit(value)
+        kept = min(size, limit)
+        self.add_nodes(kept)
         out: list[Any] = []
         index = 0
         try:
-            for index in range(min(len(value), limit)):
+            for index in range(kept):
                 out.append(self.walk(value[index], depth))
+        except _Failure as failure:
+            failure.segments.append(f"[{index}]")
+            raise
+        if size > limit:
+            out.append(f"[truncated {size - limit} items]")
+        return out
+
+    def walk_headers(self, value: Any, depth: int) -> Any:
+        """Headers as a dict, [name, value] pairs or {"name": .., "value": ..} objects."""
+        if isinstance(value, dict):
+            return self.walk_dict(dict(value), depth + 1, header=True)
+        if not isinstance(value, (list, tuple)):
+            return self.walk(value, depth)
+        if depth + 1 > MAX_DEPTH:
+            raise _Failure(_TOO_DEEP)
+        limit = _list_limit(value)
+        kept = min(len(value), limit)
+        self.add_nodes(kept)
+        out: list[Any] = []
+        index = 0
+        try:
+            for index in range(kept):
+                item = value[index]
+                if isinstance(item, (list, tuple)) and len(item) == 2 and type(item[0]) is str:
+                    try:
+                        pair = self.walk_dict({item[0]: item[1]}, depth + 2, header=True)
+                    except _Failure as failure:
+                        failure.segments[-1] = "[1]"  # the pair's value, not a dict key
+                        raise
+                    out.extend([name, item_value] for name, item_value in pair.items())
+                elif isinstance(item, dict) and type(item.get("name")) is str:
+                    self.add_nodes(len(item))
+                    out.append(self.walk_name_value(item, depth + 2, header=True))
+                else:
+                    out.append(self.walk(item, depth + 1))
         except _Failure as failure:
             failure.segments.append(f"[{index}]")
             raise
@@ -733,72 +887,43 @@ class _Walker:
             out.append(f"[truncated {len(value) - limit} items]")
         return out
 
-    def walk_headers(self, value: Any, depth: int) -> Any:
-        """Headers as a dict, [name, value] pairs or {"name", "value"} objects."""
-        if isinstance(value, dict):
-            self.count()
-            return self.walk_dict(dict(value), depth + 1, header=True)
-        if not isinstance(value, (list, tuple)):
-            return self.walk(value, depth)
-        if depth + 1 > MAX_DEPTH:
-            raise _Failure(f"nested deeper than {MAX_DEPTH} levels")
-        self.count()
-        out: list[Any] = []
-        index = 0
-        try:
-            for index in range(min(len(value), MAX_LIST_ITEMS)):
-                item = value[index]
-                if isinstance(item, (list, tuple)) and len(item) == 2 and type(item[0]) is str:
-                    self.count()
-                    pair = self.walk_dict({item[0]: item[1]}, depth + 2, header=True)
-                    out.extend([name, item_value] for name, item_value in pair.items())
-                elif isinstance(item, dict) and type(item.get("name")) is str:
-                    self.count()
-                    out.append(self.walk_name_value(item, depth + 2, header=True))
-                else:
-                    out.append(self.walk(item, depth + 1))
-        except _Failure as failure:
-            failure.segments.append(f"[{index}]")
-            raise
-        if len(value) > MAX_LIST_ITEMS:
-            out.append(f"[truncated {len(value) - MAX_LIST_ITEMS} items]")
-        return out
-
-    def secret_value(self, key: str, value: Any) -> Any:
-        self.count()
+    @staticmethod
+    def secret_value(key: str, value: Any) -> Any:
+        """What a key naming a secret keeps: booleans and nulls (and LLM token counts)."""
         if value is None or type(value) is bool:
             return value
         if type(value) is int and _snake_case(key).endswith("tokens"):
-            return value  # LLM usage counters: prompt_tokens, max_tokens
+            return value  # usage counters: prompt_tokens, max_tokens
         if type(value) is float and not math.isfinite(value):
             raise _Failure("number is NaN or infinite")
         if not isinstance(value, (str, int, float, dict, list, tuple)):
-            raise _Failure(f"value of type {type(value).__name__} is not JSON")
+            raise _unsupported(value)
         return REDACTED
 
     def hashed(self, value: Any) -> Any:
-        self.count()
+        """An identifier becomes hash_identifier(str(value)); nulls, booleans and "" stay."""
         if value is None or type(value) is bool or value == "":
             return value
         if type(value) is str:
             return hash_identifier(value, hash_key=self.hash_key)
         if isinstance(value, (list, tuple)):
-            return [self.hashed(item) for item in value[:MAX_LIST_ITEMS]]
+            kept = value[:MAX_LIST_ITEMS]
+            self.add_nodes(len(kept))
+            return [self.hashed(item) for item in kept]
         if isinstance(value, float) and not math.isfinite(value):
             raise _Failure("number is NaN or infinite")
-        if isinstance(value, (int, float)):
-            return hash_identifier(str(value), hash_key=self.hash_key)
         if isinstance(value, str):
             return hash_identifier(str.__str__(value), hash_key=self.hash_key)
+        if isinstance(value, (int, float)):
+            return hash_identifier(str(value), hash_key=self.hash_key)
         if isinstance(value, dict):
-            _json_size(value)  # validates: plain JSON only
+            _json_size(value)  # plain JSON only
             canonical = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
             return hash_identifier(canonical, hash_key=self.hash_key)
-        raise _Failure(f"value of type {type(value).__name__} is not JSON")
+        raise _unsupported(value)
 
     def summarize(self, value: Any) -> Any:
         """A raw body becomes its shape: type, JSON size and top-level field names."""
-        self.count()
         if value is None or type(value) is bool:
             return value
         if isinstance(value, dict) and value.get("redacted") == "raw_body":
@@ -815,14 +940,14 @@ class _Walker:
         elif isinstance(value, (int, float)):
             summary["type"] = "number"
         else:
-            raise _Failure(f"value of type {type(value).__name__} is not JSON")
+            raise _unsupported(value)
         summary["size"] = _json_size(value)
         if isinstance(value, dict):
             summary["keys"] = self.summary_keys(list(value)[:MAX_SUMMARY_KEYS])
         return summary
 
     def existing_summary(self, value: dict[Any, Any]) -> dict[str, Any] | None:
-        """An earlier pass's summary passes through (scrubbing stays idempotent)."""
+        """An earlier pass's summary passes through, so scrubbing stays idempotent."""
         keys = value.get("keys", [])
         if not (
             set(value) <= _SUMMARY_KEYS
@@ -861,7 +986,7 @@ def scrub_payload(value: Any, *, path: str = "body", hash_key: bytes) -> Any:
     except _Failure as failure:
         raise ScrubError(failure.message, path=path + "".join(reversed(failure.segments))) from None
     except RecursionError:
-        raise ScrubError(f"nested deeper than {MAX_DEPTH} levels", path=path) from None
+        raise ScrubError(_TOO_DEEP, path=path) from None
 
 
 # --- logging ------------------------------------------------------------------------------

@@ -1,12 +1,26 @@
-"""Writes other than ingest: API keys (more join as the pages grow)."""
+"""Writes other than ingest: API keys, triage actions on groups, reconciliations."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+from typing import Any
 
+from django.db import transaction
 from django.utils import timezone
 
-from triage.models import ApiKey, ApiKeyScope
+from triage.models import (
+    ApiKey,
+    ApiKeyScope,
+    BulkAction,
+    FailureGroup,
+    GroupAction,
+    GroupEvent,
+    GroupStatus,
+    Receipt,
+    Reconciliation,
+    ReconciliationFinding,
+)
 
 
 class ApiKeyError(ValueError):
@@ -42,3 +56,222 @@ def api_key_revoke(*, api_key: ApiKey) -> ApiKey:
         api_key.revoked_at = timezone.now()
         api_key.save(update_fields=["revoked_at"])
     return api_key
+
+
+# --- group actions ------------------------------------------------------------------------
+
+
+class GroupActionError(ValueError):
+    """The action does not apply to the group as it is (shown to the user as a form error)."""
+
+
+_STATUS_AFTER = {
+    GroupAction.ACKNOWLEDGE: GroupStatus.ACKNOWLEDGED,
+    GroupAction.RESOLVE: GroupStatus.RESOLVED,
+    GroupAction.MUTE: GroupStatus.MUTED,
+    GroupAction.REOPEN: GroupStatus.OPEN,
+}
+# Fields an action may change; their values before a bulk action are kept for undo.
+_UNDO_FIELDS = ("status", "status_changed_at", "assignee_id", "muted_until", "mute_remaining_count")
+
+
+def group_act(
+    *,
+    group: FailureGroup,
+    actor: Any,
+    action: str,
+    note: str = "",
+    assignee: Any = None,
+    muted_until: datetime | None = None,
+    mute_count: int | None = None,
+    bulk_action: BulkAction | None = None,
+) -> GroupEvent:
+    """Apply one triage action to one group and append it to the group's history."""
+    if action not in GroupAction.values or action == GroupAction.UNDO:
+        raise GroupActionError(f"Unknown action {action!r}.")
+    now = timezone.now()
+    with transaction.atomic():
+        group = FailureGroup.objects.select_for_update().get(pk=group.pk)
+        before = group.status
+        data: dict[str, Any] = {}
+        if action == GroupAction.NOTE:
+            if not note.strip():
+                raise GroupActionError("A note needs some text.")
+        elif action == GroupAction.ASSIGN:
+            group.assignee = assignee
+            data["assignee"] = assignee.get_username() if assignee is not None else None
+        elif action == GroupAction.MUTE:
+            if (muted_until is None) == (mute_count is None):
+                raise GroupActionError("Mute until a time, or for a number of new records.")
+            if muted_until is not None and muted_until <= now:
+                raise GroupActionError("The mute must end in the future.")
+            if mute_count is not None and mute_count < 1:
+                raise GroupActionError("Mute for at least one new record.")
+            group.muted_until = muted_until
+            group.mute_remaining_count = mute_count
+            data = {
+                "muted_until": muted_until.isoformat() if muted_until else None,
+                "mute_count": mute_count,
+            }
+        if action in _STATUS_AFTER:
+            if action == GroupAction.REOPEN and before == GroupStatus.OPEN:
+                raise GroupActionError("The group is already open.")
+            group.status = _STATUS_AFTER[GroupAction(action)]
+            group.status_changed_at = now
+            if action != GroupAction.MUTE:
+                group.muted_until = None
+                group.mute_remaining_count = None
+        group.save()
+        return GroupEvent.objects.create(
+            group=group,
+            actor=actor,
+            action=action,
+            status_before=before,
+            status_after=group.status,
+            note=note.strip(),
+            data=data,
+            bulk_action=bulk_action,
+            created_at=now,
+        )
+
+
+def groups_bulk_act(
+    *,
+    groups: Iterable[FailureGroup],
+    actor: Any,
+    action: str,
+    query: str,
+    note: str = "",
+    assignee: Any = None,
+    muted_until: datetime | None = None,
+    mute_count: int | None = None,
+) -> BulkAction:
+    """Apply one action to exactly the given groups, remembering their state for undo."""
+    if action not in (
+        GroupAction.ACKNOWLEDGE,
+        GroupAction.RESOLVE,
+        GroupAction.MUTE,
+        GroupAction.REOPEN,
+        GroupAction.ASSIGN,
+    ):
+        raise GroupActionError(f"{action!r} cannot be applied in bulk.")
+    targets = list(groups)
+    if not targets:
+        raise GroupActionError("No group matches this filter.")
+    with transaction.atomic():
+        ids = [group.pk for group in targets]
+        previous = {
+            str(row["id"]): {
+                field: value.isoformat() if isinstance(value, datetime) else value
+                for field, value in row.items()
+                if field != "id"
+            }
+            for row in FailureGroup.objects.select_for_update()
+            .filter(pk__in=ids)
+            .values("id", *_UNDO_FIELDS)
+        }
+        bulk = BulkAction.objects.create(
+            actor=actor, action=action, query=query[:1000], group_count=len(ids), previous=previous
+        )
+        for group in targets:
+            if action == GroupAction.REOPEN and group.status == GroupStatus.OPEN:
+                continue
+            group_act(
+                group=group,
+                actor=actor,
+                action=action,
+                note=note,
+                assignee=assignee,
+                muted_until=muted_until,
+                mute_count=mute_count,
+                bulk_action=bulk,
+            )
+    return bulk
+
+
+def bulk_action_undo(*, bulk: BulkAction, actor: Any) -> int:
+    """Put back the groups a bulk action changed, unless someone changed them since.
+
+    Returns how many groups were restored.
+    """
+    with transaction.atomic():
+        bulk = BulkAction.objects.select_for_update().get(pk=bulk.pk)
+        if bulk.undone_at is not None:
+            raise GroupActionError("This bulk action was already undone.")
+        now = timezone.now()
+        restored = 0
+        last_events = {
+            event.group_id: event
+            for event in GroupEvent.objects.filter(bulk_action=bulk).order_by("created_at")
+        }
+        for group in FailureGroup.objects.select_for_update().filter(pk__in=last_events):
+            latest = group.events.order_by("-created_at", "-id").first()
+            if latest is None or latest.bulk_action_id != bulk.pk:
+                continue  # changed by someone else since; leave it
+            before = bulk.previous[str(group.pk)]
+            status_before = group.status
+            group.status = before["status"]
+            group.status_changed_at = _parse(before["status_changed_at"])
+            group.assignee_id = before["assignee_id"]
+            group.muted_until = _parse(before["muted_until"])
+            group.mute_remaining_count = before["mute_remaining_count"]
+            group.save()
+            GroupEvent.objects.create(
+                group=group,
+                actor=actor,
+                action=GroupAction.UNDO,
+                status_before=status_before,
+                status_after=group.status,
+                note=f"undo of bulk {bulk.action} #{bulk.pk}",
+                created_at=now,
+            )
+            restored += 1
+        bulk.undone_at = now
+        bulk.undone_by = actor
+        bulk.save(update_fields=["undone_at", "undone_by"])
+    return restored
+
+
+def _parse(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value) if value else None
+
+
+def groups_unmute_expired(*, now: datetime) -> int:
+    """Reopen groups whose mute ran out in time; mutes by count end during ingest."""
+    expired = list(
+        FailureGroup.objects.filter(status=GroupStatus.MUTED, muted_until__lte=now).values_list(
+            "pk", flat=True
+        )
+    )
+    if not expired:
+        return 0
+    with transaction.atomic():
+        changed = FailureGroup.objects.filter(
+            pk__in=expired, status=GroupStatus.MUTED, muted_until__lte=now
+        ).update(status=GroupStatus.OPEN, status_changed_at=now, muted_until=None)
+        GroupEvent.objects.bulk_create(
+            GroupEvent(
+                group_id=pk,
+                action="unmuted",
+                status_before=GroupStatus.MUTED,
+                status_after=GroupStatus.OPEN,
+                note="the mute ran out",
+                created_at=now,
+            )
+            for pk in expired
+        )
+    return changed
+
+
+# --- receipts -----------------------------------------------------------------------------
+
+
+def receipt_reconcile(*, receipt: Receipt, actor: Any, finding: str, note: str) -> Reconciliation:
+    """Record what checking uncertain work found; the receipt then leaves the queue."""
+    if finding not in ReconciliationFinding.values:
+        raise ValueError(f"finding must be one of {', '.join(ReconciliationFinding.values)}")
+    if not note.strip():
+        raise ValueError("Say what you checked and what you found.")
+    return Reconciliation.objects.create(
+        receipt=receipt, actor=actor, finding=finding, note=note.strip()
+    )

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from triage import api
+from triage import api, views, views_ingestion, views_receipts
 
 app_name = "triage"
 
@@ -10,4 +10,14 @@ api_urlpatterns = [
     path("ingest", api.IngestApi.as_view(), name="api-ingest"),
     path("failures", api.FailureListApi.as_view(), name="api-failures"),
     path("groups", api.GroupListApi.as_view(), name="api-groups"),
+]
+
+urlpatterns = [
+    path("", views.triage_page, name="home"),
+    path("triage/groups/<int:group_id>/", views.group_page, name="group"),
+    path("triage/groups/<int:group_id>/act", views.group_act_view, name="group-act"),
+    path("triage/bulk", views.bulk_act_view, name="bulk"),
+    path("triage/bulk/<int:bulk_id>/undo", views.bulk_undo_view, name="bulk-undo"),
+    *views_receipts.urlpatterns,
+    *views_ingestion.urlpatterns,
 ]

@@ -1,0 +1,974 @@
+"""Ingest throughput end to end: gunicorn + PostgreSQL, batches of 500 sent over HTTP.
+
+    .venv/bin/python bench/ingest.py [--records 20000] [--naive-records 1000] [--batch 500]
+        [--database-url URL] [--workers 2] [--threads 1] [--connections 2] [--repeat N]
+        [--strict] [--skip-naive] [--sweep] [--profile] [--app module:callable]
+
+What one run does:
+
+1. Creates the database if it is missing (default
+   ``postgres://postgres@127.0.0.1:5432/triage_bench``), migrates it, empties the triage
+   tables, creates the API key ``bench`` with ``manage.py create_api_key`` and a few tool
+   policies (so classification meets real ones).
+2. For each path, empties the data tables again (equal start), starts gunicorn with
+   production settings (``DJANGO_DEBUG=0``: no query log), waits for ``/healthz``, and runs a
+   sender in a second process (this script with ``--sender``). The sender builds every body
+   first (realistic failure items after ``triage.demo_data``: every stage, 30 reasons,
+   three collections, runtime context, ~1 KB each, unique ids, a few planted secrets),
+   warms each connection up, then posts the batches over ``http.client`` connections and
+   times from the first request to the last response. Every response must be 200 with every
+   item ``accepted``; afterwards the database must hold exactly the sent records, with
+   group, bucket and facet counters adding up.
+3. Paths: **fast** is the app itself (``config.wsgi``, ``triage.ingest.batch_ingest``);
+   **naive** is ``bench/naive_app.py``, the same stack (middleware, API-key auth, parser,
+   quota) doing the same per-item work one statement at a time with one DRF serializer per
+   item. Both are served by the same gunicorn configuration.
+4. Prints records/s for both, the ratio, and PASS/MISS against the targets (>= 5,000
+   records/s, >= 3x the naive path). Misses only fail the exit status with ``--strict``.
+   The CPU columns say how much of the machine this run used and how much other
+   processes took meanwhile: a busy machine makes every rate pessimistic. ``--repeat N``
+   interleaves N runs per path and compares the best of each.
+
+Server configuration: 2 sync workers and 2 sender connections by default. On this 2-core
+machine gunicorn, PostgreSQL and the sender share both cores; ``--sweep`` (sync 2/3/4
+workers, gthread 2x2 and 1x4) put 2 and 3 sync workers within noise of each other and
+ahead of every threaded setup (the GIL: a batch is CPU-bound Python), and 2 workers keep
+the batch latency lower. Sync workers answer ``Connection: close``; http.client reconnects
+by itself, which costs well under a millisecond on loopback.
+
+``--profile`` skips HTTP: it runs ``batch_ingest`` in this process on 500-item batches and
+prints where the time goes per batch (scrub, parse, classify, claim, bulk_create, group
+updates, bucket and facet upserts, SQL statement count) and the top 25 cProfile entries.
+``--app`` serves another WSGI callable as the fast path, to measure a candidate change
+(e.g. a module on ``PYTHONPATH`` that patches ``triage.ingest``) against the naive path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import http.client
+import json
+import os
+import random
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/triage_bench"
+TARGET_RATE = 5_000.0
+TARGET_RATIO = 3.0
+FAST_APP = "config.wsgi:application"
+NAIVE_APP = "bench.naive_app:application"
+INGEST_PATH = "/api/v1/ingest"
+KEY_NAME = "bench"
+KEY_ENV = "TRIAGE_BENCH_KEY"
+WARMUP_BATCH = 50
+# Tables kept between measurements; every other triage_* table is emptied.
+KEPT_TABLES = frozenset({"triage_apikey", "triage_toolpolicy"})
+TOOL_POLICIES = (
+    ("", "sendInvoiceEmail", "external_write", False),
+    ("", "requestRefund", "external_write", False),
+    ("", "cancelOrder", "external_write", False),
+    ("", "createReturn", "internal_write", False),
+    ("", "getOrderDetail", "read", False),
+    ("shop-members", "getMemberProfile", "read", True),
+)
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    workers: int
+    threads: int
+    connections: int
+
+    @property
+    def label(self) -> str:
+        if self.threads > 1:
+            return f"gthread {self.workers}w x {self.threads}t"
+        return f"sync {self.workers}w"
+
+    def gunicorn_args(self) -> list[str]:
+        args = ["--workers", str(self.workers), "--threads", str(self.threads)]
+        if self.threads == 1:
+            args += ["--worker-class", "sync"]
+        return args
+
+
+SWEEP = (
+    ServerConfig(2, 1, 2),
+    ServerConfig(3, 1, 3),
+    ServerConfig(4, 1, 4),
+    ServerConfig(2, 2, 2),
+    ServerConfig(2, 2, 4),
+    ServerConfig(1, 4, 4),
+)
+
+
+# --- realistic items ------------------------------------------------------------------------
+
+_RUNTIMES = (
+    ("checkout-agent", "2.14.3", "gpt-4.1-mini"),
+    ("member-care-bot", "1.9.0", "claude-sonnet-4"),
+    ("logistics-planner", "0.31.2", "qwen2.5-32b-instruct"),
+)
+_QUERIES = (
+    "주문 ORD-2026-000123 상세를 보여줘",
+    "지난주 주문한 운동화 반품하고 싶어요",
+    "배송이 왜 이렇게 늦어요? 송장 번호 알려줘",
+    "What is the refund status of my last order?",
+    "쿠폰 적용이 안 돼요",
+    "change the delivery address of order 2026-000777 to my office",
+    "포인트 잔액 얼마 남았어?",
+    "cancel the order I placed this morning",
+)
+_REGIONS = ("ap-northeast-2", "ap-northeast-1", "us-east-1")
+
+
+def build_items(count: int, *, prefix: str, seed: int) -> list[dict[str, Any]]:
+    """Failure items like the demo's (triage.demo_data), with runtime context: ~1 KB each."""
+    from triage.demo_data import demo_items
+
+    rng = random.Random(seed)
+    now = datetime.now(UTC)
+    items: list[dict[str, Any]] = []
+    generated = demo_items(now=now, seed=seed, failures=count)
+    for number, item in enumerate(i for i in generated if i["type"] == "failure"):
+        runtime, version, model = _RUNTIMES[number % len(_RUNTIMES)]
+        item["id"] = f"{prefix}-{number:07d}"
+        item["body"].update(
+            {
+                "trace_id": f"{rng.getrandbits(128):032x}",
+                "span_id": f"{rng.getrandbits(64):016x}",
+                "request_id": f"req_{rng.getrandbits(96):024x}",
+                "session_id": f"sess_{rng.getrandbits(64):016x}",
+                "attempt": rng.randint(1, 3),
+                "duration_ms": rng.randint(4, 12_000),
+                "user_query": rng.choice(_QUERIES),
+                "runtime": {
+                    "name": runtime,
+                    "version": version,
+                    "model": model,
+                    "host": f"{runtime}-{rng.randrange(16**5):05x}.agents.svc.cluster.local",
+                    "region": rng.choice(_REGIONS),
+                    "pid": rng.randint(100, 65_000),
+                },
+                "retrieval": {
+                    "top_k": 5,
+                    "latency_ms": rng.randint(8, 400),
+                    "candidates": [
+                        {"tool": tool, "score": round(rng.uniform(0.1, 0.95), 3)}
+                        for tool in rng.sample(
+                            [
+                                "getOrderDetail",
+                                "listOrders",
+                                "requestRefund",
+                                "cancelOrder",
+                                "getDeliveryStatus",
+                                "trackShipment",
+                                "getMemberProfile",
+                            ],
+                            3,
+                        )
+                    ],
+                },
+                "tags": ["prod", rng.choice(["canary", "stable"]), runtime],
+            }
+        )
+        items.append(item)
+    return items
+
+
+def encode_batches(items: list[dict[str, Any]], size: int) -> list[bytes]:
+    return [
+        json.dumps({"items": items[start : start + size]}, separators=(",", ":")).encode()
+        for start in range(0, len(items), size)
+    ]
+
+
+# --- sender (the second process) -------------------------------------------------------------
+
+
+def cpu_ticks() -> tuple[int, int]:
+    """(busy, total) clock ticks of the whole machine so far, from /proc/stat (Linux)."""
+    try:
+        with open("/proc/stat") as stat:
+            values = [int(value) for value in stat.readline().split()[1:]]
+    except (OSError, ValueError):
+        return 0, 0
+    idle = values[3] + (values[4] if len(values) > 4 else 0)  # idle + iowait
+    total = sum(values[:8])  # guest time is already counted in user
+    return total - idle, total
+
+
+def process_ticks(pids: list[int]) -> int:
+    """user + system clock ticks used so far by these processes (those still readable)."""
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total
+
+
+def benchmark_pids(server_pid: int) -> list[int]:
+    """This sender, the gunicorn master and workers, and their PostgreSQL backends."""
+    pids = [os.getpid(), server_pid]
+    with contextlib.suppress(OSError):
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            with (
+                contextlib.suppress(OSError, IndexError, ValueError),
+                open(f"/proc/{entry}/stat") as stat,
+            ):
+                if int(stat.read().rsplit(")", 1)[1].split()[1]) == server_pid:
+                    pids.append(int(entry))
+    with contextlib.suppress(Exception):  # without it, "ours" just leaves PostgreSQL out
+        import psycopg
+
+        with psycopg.connect(os.environ["DATABASE_URL"], connect_timeout=3) as conn:
+            rows = conn.execute(
+                "SELECT pid FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            ).fetchall()
+        pids += [int(row[0]) for row in rows]
+    return pids
+
+
+def post_all(
+    port: int, key: str, bodies: list[bytes], connections: int, pids: list[int] | None = None
+) -> tuple[float, float, float, list[tuple[int, bytes, float]]]:
+    """POST every body over `connections` connections.
+
+    Returns (seconds, machine CPU busy, CPU used by `pids`, responses); the CPU figures are
+    fractions of all cores over the timed window.
+
+    gunicorn's sync workers answer ``Connection: close``; http.client then reconnects by
+    itself (a loopback connect costs well under a millisecond), gthread workers keep it open.
+    """
+    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+    results: list[tuple[int, bytes, float]] = [(0, b"", 0.0)] * len(bodies)
+    cursor = iter(range(len(bodies)))
+    lock = threading.Lock()
+    go = threading.Event()
+    failures: list[BaseException] = []
+
+    def send() -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
+        try:
+            conn.connect()
+            go.wait()
+            while True:
+                with lock:
+                    index = next(cursor, None)
+                if index is None:
+                    return
+                started = time.perf_counter()
+                conn.request("POST", INGEST_PATH, body=bodies[index], headers=headers)
+                response = conn.getresponse()
+                data = response.read()
+                results[index] = (response.status, data, time.perf_counter() - started)
+        except BaseException as exc:  # re-raised below, in the main thread
+            failures.append(exc)
+        finally:
+            conn.close()
+
+    threads = [threading.Thread(target=send) for _ in range(min(connections, len(bodies)))]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.2)  # every connection is open and waiting
+    ours_before = process_ticks(pids or [])
+    busy_before, total_before = cpu_ticks()
+    started = time.perf_counter()
+    go.set()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - started
+    busy_after, total_after = cpu_ticks()
+    ours_after = process_ticks(pids or [])
+    if failures:
+        raise failures[0]
+    ticks = max(1, total_after - total_before)
+    return elapsed, (busy_after - busy_before) / ticks, (ours_after - ours_before) / ticks, results
+
+
+def check_responses(results: list[tuple[int, bytes, float]], sizes: list[int]) -> list[str]:
+    errors: list[str] = []
+    for number, ((status, data, _), size) in enumerate(zip(results, sizes, strict=True)):
+        try:
+            payload = json.loads(data)
+        except ValueError:
+            payload = {}
+        items = payload.get("items") or []
+        accepted = sum(1 for item in items if item.get("status") == "accepted")
+        if status != 200 or accepted != size or payload.get("accepted") != size:
+            refused = [item for item in items if item.get("status") != "accepted"][:2]
+            detail = json.dumps(
+                refused or payload.get("error") or data[:300].decode(errors="replace")
+            )
+            errors.append(f"batch {number}: HTTP {status}, {accepted}/{size} accepted: {detail}")
+    return errors
+
+
+def run_sender(args: argparse.Namespace) -> None:
+    key = os.environ[KEY_ENV]
+    items = build_items(args.records, prefix=args.prefix, seed=args.seed)
+    bodies = encode_batches(items, args.batch)
+    sizes = [min(args.batch, len(items) - start) for start in range(0, len(items), args.batch)]
+    warm_items = build_items(WARMUP_BATCH * args.warmup, prefix=f"{args.prefix}-warm", seed=1)
+    warm_bodies = encode_batches(warm_items, WARMUP_BATCH)
+    errors: list[str] = []
+    if warm_bodies:
+        _, _, _, warm = post_all(args.port, key, warm_bodies, args.connections)
+        errors += check_responses(warm, [WARMUP_BATCH] * len(warm_bodies))
+    pids = benchmark_pids(args.server_pid) if args.server_pid else []
+    seconds, cpu_busy, cpu_ours, results = post_all(args.port, key, bodies, args.connections, pids)
+    errors += check_responses(results, sizes)
+    latencies = sorted(latency for _, _, latency in results)
+    report = {
+        "records": len(items),
+        "warmup_records": len(warm_items),
+        "batches": len(bodies),
+        "bytes": sum(len(body) for body in bodies),
+        "seconds": seconds,
+        "cpu_busy": cpu_busy,
+        "cpu_ours": cpu_ours,
+        "p50_ms": 1000 * latencies[len(latencies) // 2],
+        "p95_ms": 1000 * latencies[min(len(latencies) - 1, int(len(latencies) * 0.95))],
+        "errors": errors,
+    }
+    print(json.dumps(report))
+
+
+# --- database and server set-up ---------------------------------------------------------------
+
+
+def app_env(database_url: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        {
+            "DATABASE_URL": database_url,
+            "DJANGO_SETTINGS_MODULE": "config.settings",
+            "DJANGO_DEBUG": "0",
+            "DJANGO_SECRET_KEY": secrets.token_urlsafe(45),  # 60 characters
+            "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
+            "DJANGO_SECURE_SSL_REDIRECT": "0",
+            "DJANGO_SECURE_COOKIES": "0",
+            "DJANGO_HSTS_SECONDS": "0",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    return env
+
+
+def ensure_database(database_url: str) -> None:
+    import psycopg
+    from psycopg import sql
+
+    parts = urllib.parse.urlsplit(database_url)
+    name = urllib.parse.unquote(parts.path.lstrip("/"))
+    if not name:
+        raise SystemExit("--database-url must name a database")
+    maintenance = urllib.parse.urlunsplit(parts._replace(path="/postgres"))
+    with psycopg.connect(maintenance, autocommit=True) as conn:
+        found = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone()
+        if found is None:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+            print(f"created database {name}")
+
+
+def empty_tables(database_url: str, *, keep: frozenset[str] = KEPT_TABLES) -> None:
+    """TRUNCATE the triage tables (all but `keep`) and checkpoint, so each run starts equal."""
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        tables = [
+            row[0]
+            for row in conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() "
+                "AND tablename LIKE 'triage\\_%' ORDER BY tablename"
+            )
+            if row[0] not in keep
+        ]
+        conn.execute(
+            sql.SQL("TRUNCATE {} RESTART IDENTITY CASCADE").format(
+                sql.SQL(", ").join(sql.Identifier(table) for table in tables)
+            )
+        )
+        with contextlib.suppress(psycopg.Error):  # needs superuser or pg_checkpoint
+            conn.execute("CHECKPOINT")
+
+
+def stored_counts(database_url: str) -> dict[str, int]:
+    import psycopg
+
+    with psycopg.connect(database_url) as conn:
+        row = conn.execute(
+            "SELECT (SELECT count(*) FROM triage_failurerecord),"
+            " (SELECT count(*) FROM triage_ingestitem),"
+            " (SELECT coalesce(sum(count), 0) FROM triage_failuregroup),"
+            " (SELECT coalesce(sum(count), 0) FROM triage_failuregroupbucket),"
+            " (SELECT coalesce(sum(count), 0) FROM triage_failuregroupfacet),"
+            " (SELECT count(*) FROM triage_failuregroup)"
+        ).fetchone()
+    assert row is not None
+    names = ("records", "claims", "group_sum", "bucket_sum", "facet_sum", "groups")
+    return {name: int(value) for name, value in zip(names, row, strict=True)}
+
+
+def manage(env: dict[str, str], *args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"manage.py {' '.join(args)} failed:\n{done.stdout}{done.stderr}")
+    return done.stdout
+
+
+def prepare_database(database_url: str, env: dict[str, str]) -> str:
+    """Migrate, empty every triage table, create the API key and tool policies; the key."""
+    ensure_database(database_url)
+    manage(env, "migrate", "--noinput", "-v", "0")
+    empty_tables(database_url, keep=frozenset())
+    key = manage(env, "create_api_key", KEY_NAME, "--scopes", "ingest,read").strip().splitlines()
+    policies = ", ".join(
+        f"ToolPolicy(collection={c!r}, tool={t!r}, side_effect={s!r}, approval_required={a!r})"
+        for c, t, s, a in TOOL_POLICIES
+    )
+    manage(
+        env,
+        "shell",
+        "-c",
+        f"from triage.models import ToolPolicy; ToolPolicy.objects.bulk_create([{policies}])",
+    )
+    return key[-1]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def stop(process: subprocess.Popen[Any], *, group: bool) -> None:
+    if process.poll() is not None:
+        return
+    process.terminate()  # gunicorn: graceful stop of the master and its workers
+    try:
+        process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        if group:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+        process.kill()
+        process.wait()
+
+
+@contextlib.contextmanager
+def serve(app: str, config: ServerConfig, env: dict[str, str]) -> Iterator[tuple[int, Any, int]]:
+    """Run gunicorn on a free port until the block ends.
+
+    Yields (port, log, pid) once /healthz answers 200; log is the server's output (a file).
+    """
+    port = free_port()
+    with tempfile.TemporaryFile(mode="w+") as log:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "gunicorn",
+                app,
+                "--bind",
+                f"127.0.0.1:{port}",
+                *config.gunicorn_args(),
+                "--timeout",
+                "300",
+                "--keep-alive",
+                "30",
+                "--log-level",
+                "warning",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # Ctrl-C reaches only this script, which stops gunicorn
+        )
+        try:
+            wait_healthy(port, process, log)
+            yield port, log, process.pid
+        finally:
+            stop(process, group=True)
+
+
+def wait_healthy(port: int, process: subprocess.Popen[Any], log: Any) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            log.seek(0)
+            raise SystemExit(f"gunicorn exited with {process.returncode}:\n{log.read()[-4000:]}")
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        try:
+            conn.request("GET", "/healthz")
+            if conn.getresponse().status == 200:
+                return
+        except OSError:
+            pass
+        finally:
+            conn.close()
+        time.sleep(0.2)
+    log.seek(0)
+    raise SystemExit(f"gunicorn did not answer /healthz within 60 s:\n{log.read()[-4000:]}")
+
+
+@dataclass
+class Measurement:
+    path: str
+    server: str
+    connections: int
+    records: int
+    seconds: float
+    p50_ms: float
+    p95_ms: float
+    kb_per_record: float
+    cpu_busy: float
+    cpu_ours: float
+    consistent: bool
+    errors: list[str]
+    server_log: str
+
+    @property
+    def rate(self) -> float:
+        return self.records / self.seconds if self.seconds else 0.0
+
+
+def measure(
+    *,
+    path: str,
+    app: str,
+    config: ServerConfig,
+    records: int,
+    args: argparse.Namespace,
+    env: dict[str, str],
+    key: str,
+) -> Measurement:
+    empty_tables(args.database_url)
+    with serve(app, config, env) as (port, log, server_pid):
+        sender = subprocess.Popen(
+            [
+                sys.executable,
+                str(Path(__file__).resolve()),
+                "--sender",
+                "--port",
+                str(port),
+                "--server-pid",
+                str(server_pid),
+                "--records",
+                str(records),
+                "--batch",
+                str(args.batch),
+                "--connections",
+                str(config.connections),
+                "--warmup",
+                str(2 * config.connections),
+                "--prefix",
+                f"{path}-{secrets.token_hex(3)}",
+                "--seed",
+                str(args.seed),
+            ],
+            cwd=ROOT,
+            env={**env, KEY_ENV: key},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            out, err = sender.communicate()
+        finally:
+            stop(sender, group=False)
+        log.seek(0)
+        server_log = log.read()
+    if sender.returncode != 0:
+        raise SystemExit(f"sender failed ({sender.returncode}):\n{err[-4000:]}")
+    report = json.loads(out.strip().splitlines()[-1])
+    expected = report["records"] + report["warmup_records"]
+    counts = stored_counts(args.database_url)
+    consistent = (
+        counts["records"]
+        == counts["claims"]
+        == counts["group_sum"]
+        == counts["bucket_sum"]
+        == expected
+        and counts["facet_sum"] == 3 * expected
+    )
+    errors = list(report["errors"])
+    if not consistent:
+        errors.append(f"database holds {counts}, expected {expected} records")
+
+    return Measurement(
+        path=path,
+        server=config.label,
+        connections=config.connections,
+        records=report["records"],
+        seconds=report["seconds"],
+        p50_ms=report["p50_ms"],
+        p95_ms=report["p95_ms"],
+        kb_per_record=report["bytes"] / report["records"] / 1024,
+        cpu_busy=report["cpu_busy"],
+        cpu_ours=report["cpu_ours"],
+        consistent=consistent,
+        errors=errors,
+        server_log=server_log[-3000:] if errors else "",
+    )
+
+
+def print_table(rows: list[Measurement]) -> None:
+    header = (
+        f"{'path':<7}{'server':<18}{'conns':>6}{'records':>9}{'seconds':>9}{'records/s':>11}"
+        f"{'batch p50':>11}{'p95':>9}{'KB/rec':>8}{'CPU ours':>10}{'others':>8}  db check"
+    )
+    print(header)
+    print("-" * len(header))
+    for row in rows:
+        print(
+            f"{row.path:<7}{row.server:<18}{row.connections:>6}{row.records:>9}"
+            f"{row.seconds:>9.2f}{row.rate:>11.0f}{row.p50_ms:>9.0f}ms{row.p95_ms:>7.0f}ms"
+            f"{row.kb_per_record:>8.2f}{100 * row.cpu_ours:>9.0f}%"
+            f"{100 * max(0.0, row.cpu_busy - row.cpu_ours):>7.0f}%"
+            f"  {'ok' if row.consistent else 'MISMATCH'}"
+        )
+    for row in rows:
+        for error in row.errors[:5]:
+            print(f"  {row.path}: {error}")
+        if row.server_log.strip():
+            print(f"  {row.path}: server log (tail):\n{row.server_log}")
+    print(
+        "CPU: % of all cores during the timed window used by this run (sender, gunicorn, its "
+        "PostgreSQL backends) and by everything else on the machine"
+    )
+    noisy = [row for row in rows if row.cpu_busy - row.cpu_ours > 0.15]
+    if noisy:
+        print(
+            "note: other processes took over 15% of the CPU during "
+            f"{len(noisy)} run(s): those rates understate what this machine can do"
+        )
+
+
+# --- in-process profile -----------------------------------------------------------------------
+
+
+class _Phases:
+    """Accumulates wall time per named function while patched into triage.ingest."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = defaultdict(float)
+        self.restore: list[Callable[[], None]] = []
+        self.missing: list[str] = []
+
+    def timed(self, name: str | Callable[..., str], fn: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                label = name if isinstance(name, str) else name(*args, **kwargs)
+                self.seconds[label] += time.perf_counter() - started
+
+        return wrapper
+
+    def patch(self, owner: Any, attribute: str, name: str | Callable[..., str]) -> None:
+        original = getattr(owner, attribute, None)
+        if original is None:  # triage.ingest changed: report it, time the rest
+            self.missing.append(attribute)
+            return
+        setattr(owner, attribute, self.timed(name, original))
+        self.restore.append(lambda: setattr(owner, attribute, original))
+
+    def patch_item(self, owner: dict[str, Any], key: str, name: str) -> None:
+        original = owner[key]
+        owner[key] = self.timed(name, original)
+        self.restore.append(lambda: owner.__setitem__(key, original))
+
+    def undo(self) -> None:
+        for restore in reversed(self.restore):
+            restore()
+        self.restore.clear()
+
+
+def run_profile(args: argparse.Namespace, env: dict[str, str]) -> None:
+    import cProfile
+    import pstats
+
+    os.environ.update(env)
+    import django
+
+    django.setup()
+    from django.db import connection
+    from rest_framework.renderers import JSONRenderer
+
+    from triage import ingest
+    from triage.models import ApiKey, FailureRecord
+
+    empty_tables(args.database_url)
+    api_key = ApiKey.objects.get(name=KEY_NAME)
+    rounds = args.profile_batches
+    items = build_items(args.batch * (rounds + 2), prefix="profile", seed=args.seed)
+    bodies = encode_batches(items, args.batch)
+    statements = [0, 0.0]
+
+    def count_sql(execute: Any, sql: Any, params: Any, many: Any, context: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return execute(sql, params, many, context)
+        finally:
+            statements[0] += 1
+            statements[1] += time.perf_counter() - started
+
+    def one_request(body: bytes, phases: _Phases | None = None) -> None:
+        started = time.perf_counter()
+        data = json.loads(body)
+        parsed = time.perf_counter()
+        outcome = ingest.batch_ingest(
+            owner=api_key.owner, items=data["items"], api_key=api_key, body_bytes=len(body)
+        )
+        stored = time.perf_counter()
+        JSONRenderer().render(outcome.as_dict())
+        if phases is not None:
+            phases.seconds["request: json.loads of the body"] += parsed - started
+            phases.seconds["batch_ingest"] += stored - parsed
+            phases.seconds["response: as_dict + JSON render"] += time.perf_counter() - stored
+        if outcome.count(ingest.ACCEPTED) != len(data["items"]):
+            raise SystemExit(f"profile batch not fully accepted: {outcome.as_dict()['items'][:2]}")
+
+    one_request(bodies[0])  # warm: connection open, groups and most buckets exist
+
+    phases = _Phases()
+    phases.patch(ingest, "_prepare", "prepare (per item, total)")
+    phases.patch(ingest, "body_hash", "  body_hash (HMAC of canonical JSON)")
+    phases.patch(ingest, "scrub_payload", "  scrub_payload")
+    for item_type in list(ingest._PARSERS):
+        phases.patch_item(ingest._PARSERS, item_type, "  parse (triage.normalize)")
+    phases.patch(ingest, "_claim", "claim: INSERT ingest items ON CONFLICT")
+    phases.patch(ingest, "_store", "store (total)")
+    phases.patch(ingest, "_policies_for", "  tool policies SELECT")
+    phases.patch(ingest, "_store_failures", "  store failures (total)")
+    phases.patch(ingest, "classify", "    classify (triage.lanes)")
+    phases.patch(ingest, "_groups_for", "    groups: INSERT IGNORE + SELECT")
+    phases.patch(FailureRecord.objects, "bulk_create", "    FailureRecord bulk_create")
+    phases.patch(ingest, "_apply_group_deltas", "    group deltas (total)")
+    phases.patch(
+        ingest,
+        "_upsert_increments",
+        lambda table, *_: f"      upsert {table.removeprefix('triage_failuregroup')}s",
+    )
+    statements[:] = [0, 0.0]
+    try:
+        with connection.execute_wrapper(count_sql):
+            for body in bodies[1 : 1 + rounds]:
+                one_request(body, phases)
+    finally:
+        phases.undo()
+        with contextlib.suppress(AttributeError):
+            del FailureRecord.objects.bulk_create  # back to the class attribute
+
+    s = phases.seconds
+    derived = {
+        "  envelope checks, dedupe (rest of prepare)": s["prepare (per item, total)"]
+        - s["  body_hash (HMAC of canonical JSON)"]
+        - s["  scrub_payload"]
+        - s["  parse (triage.normalize)"],
+        "    build FailureRecord objects, deltas": s["  store failures (total)"]
+        - s["    classify (triage.lanes)"]
+        - s["    groups: INSERT IGNORE + SELECT"]
+        - s["    FailureRecord bulk_create"]
+        - s["    group deltas (total)"],
+        "      group UPDATEs (one per group), events": s["    group deltas (total)"]
+        - s["      upsert buckets"]
+        - s["      upsert facets"],
+        "ledger rows, COMMIT, outcomes": s["batch_ingest"]
+        - s["prepare (per item, total)"]
+        - s["claim: INSERT ingest items ON CONFLICT"]
+        - s["store (total)"],
+    }
+    order = [
+        "request: json.loads of the body",
+        "batch_ingest",
+        "prepare (per item, total)",
+        "  scrub_payload",
+        "  parse (triage.normalize)",
+        "  body_hash (HMAC of canonical JSON)",
+        "  envelope checks, dedupe (rest of prepare)",
+        "claim: INSERT ingest items ON CONFLICT",
+        "store (total)",
+        "  tool policies SELECT",
+        "  store failures (total)",
+        "    classify (triage.lanes)",
+        "    build FailureRecord objects, deltas",
+        "    groups: INSERT IGNORE + SELECT",
+        "    FailureRecord bulk_create",
+        "    group deltas (total)",
+        "      group UPDATEs (one per group), events",
+        "      upsert buckets",
+        "      upsert facets",
+        "ledger rows, COMMIT, outcomes",
+        "response: as_dict + JSON render",
+    ]
+    values = {**s, **derived}
+    total = s["batch_ingest"] / rounds
+    per_item = args.batch
+    print(f"\nbatch_ingest, {rounds} batches of {per_item} items (after one warm-up batch):")
+    print(f"{'phase':<46}{'ms/batch':>10}{'us/item':>9}{'% ingest':>10}")
+    for name in order:
+        value = values.get(name, 0.0) / rounds
+        share = "" if name.startswith(("request", "response")) else f"{100 * value / total:.1f}"
+        print(f"{name:<46}{1000 * value:>10.1f}{1e6 * value / per_item:>9.1f}{share:>10}")
+    if phases.missing:
+        print(f"(not found in triage.ingest, so not timed: {', '.join(phases.missing)})")
+    print(
+        f"SQL: {statements[0] / rounds:.0f} statements per batch, "
+        f"{1000 * statements[1] / rounds:.1f} ms per batch waiting on PostgreSQL "
+        f"(included above)"
+    )
+    request_total = (
+        total
+        + (s["request: json.loads of the body"] + s["response: as_dict + JSON render"]) / rounds
+    )
+    print(
+        f"one request, server side without HTTP/DRF: {1000 * request_total:.1f} ms "
+        f"= {args.batch / request_total:.0f} records/s per core"
+    )
+
+    profiler = cProfile.Profile()
+    data = json.loads(bodies[-1])
+    profiler.enable()
+    ingest.batch_ingest(owner=api_key.owner, items=data["items"], api_key=api_key)
+    profiler.disable()
+    print(f"\ncProfile of batch_ingest on one batch of {len(data['items'])} items:")
+    pstats.Stats(profiler).strip_dirs().sort_stats("cumulative").print_stats(25)
+
+
+# --- main -------------------------------------------------------------------------------------
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else "")
+    parser.add_argument("--records", type=int, default=20_000, help="fast path records")
+    parser.add_argument("--naive-records", type=int, default=1_000, help="naive path records")
+    parser.add_argument("--batch", type=int, default=500, help="items per request")
+    parser.add_argument("--database-url", default=DEFAULT_DATABASE_URL)
+    parser.add_argument(
+        "--app", default=FAST_APP, help="WSGI app of the fast path (to measure a candidate change)"
+    )
+    parser.add_argument("--workers", type=int, default=2, help="gunicorn workers")
+    parser.add_argument("--threads", type=int, default=1, help="threads per worker (gthread)")
+    parser.add_argument("--connections", type=int, default=2, help="concurrent sender conns")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
+    parser.add_argument("--sweep", action="store_true", help="fast path under several configs")
+    parser.add_argument("--skip-naive", action="store_true")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per path; the best counts")
+    parser.add_argument("--profile", action="store_true", help="profile batch_ingest in-process")
+    parser.add_argument("--profile-batches", type=int, default=5)
+    # The sender process (internal).
+    parser.add_argument("--sender", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--server-pid", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--prefix", default="bench", help=argparse.SUPPRESS)
+    parser.add_argument("--warmup", type=int, default=4, help=argparse.SUPPRESS)
+    return parser.parse_args(argv)
+
+
+def _raise_on_sigterm(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def main() -> int:
+    args = parse_args()
+    if args.sender:
+        run_sender(args)
+        return 0
+    signal.signal(signal.SIGTERM, _raise_on_sigterm)  # clean up children on kill too
+    env = app_env(args.database_url)
+    key = prepare_database(args.database_url, env)
+    if args.profile:
+        run_profile(args, env)
+        return 0
+
+    def run(path: str, app: str, config: ServerConfig, records: int) -> Measurement:
+        return measure(
+            path=path, app=app, config=config, records=records, args=args, env=env, key=key
+        )
+
+    if args.sweep:
+        rows = [
+            run("fast", args.app, candidate, args.records)
+            for _ in range(args.repeat)
+            for candidate in SWEEP
+        ]
+        print_table(rows)
+        best = max(rows, key=lambda row: row.rate)
+        print(f"best: {best.server}, {best.connections} connections, {best.rate:.0f} records/s")
+        return 0
+
+    config = ServerConfig(args.workers, args.threads, args.connections)
+    rows = []
+    for _ in range(args.repeat):  # interleaved, so both paths see the same machine noise
+        rows.append(run("fast", args.app, config, args.records))
+        if not args.skip_naive:
+            rows.append(run("naive", NAIVE_APP, config, args.naive_records))
+    print(f"\nPostgreSQL {args.database_url}, batches of {args.batch}, cores: {os.cpu_count()}")
+    print_table(rows)
+    fast = max((row for row in rows if row.path == "fast"), key=lambda row: row.rate)
+    naive = max(
+        (row for row in rows if row.path == "naive"), key=lambda row: row.rate, default=None
+    )
+    if args.repeat > 1:
+        print(f"best of {args.repeat} runs per path is compared below")
+    ok_rate = fast.rate >= TARGET_RATE and all(r.consistent and not r.errors for r in rows)
+    verdict = [
+        f"fast {fast.rate:.0f} records/s >= {TARGET_RATE:.0f}: {'PASS' if ok_rate else 'MISS'}"
+    ]
+    ok_ratio = True
+    if naive is not None:
+        ratio = fast.rate / naive.rate if naive.rate else 0.0
+        ok_ratio = ratio >= TARGET_RATIO and naive.consistent and not naive.errors
+        print(f"ratio (fast / naive) = {ratio:.2f}x")
+        verdict.append(
+            f"ratio {ratio:.2f}x >= {TARGET_RATIO:.0f}x: {'PASS' if ok_ratio else 'MISS'}"
+        )
+    print("check: " + "; ".join(verdict))
+    return 1 if args.strict and not (ok_rate and ok_ratio) else 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        sys.exit(130)

@@ -1,0 +1,73 @@
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.utils import timezone
+from playwright.sync_api import expect
+
+from tests.factories import failure_item
+from triage.ingest import batch_ingest
+from triage.models import FailureGroup, GroupStatus
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.django_db(transaction=True, serialized_rollback=True),
+]
+
+
+def _traffic() -> None:
+    now = timezone.now()
+    items = [
+        failure_item(occurred_at=(now - timedelta(minutes=n)).isoformat(), tool="getDelivery",
+                     collection="logistics")
+        for n in range(1, 6)
+    ] + [
+        failure_item(stage="synthesize", reason="unsatisfied_field", tool="getOrderDetail",
+                     collection="orders", occurred_at=(now - timedelta(minutes=3)).isoformat(),
+                     evidence={"field_name": "orderNo", "semantic_tag": "order_id"})
+    ]  # fmt: skip
+    batch_ingest(owner="browser-test", items=items)
+
+
+def test_operator_filters_opens_a_group_and_resolves_it(
+    page: Any, live_server: Any, sign_in: Any, screenshot: Any
+) -> None:
+    _traffic()
+    sign_in("operator")
+    screenshot("triage-operator")
+    assert page.locator("#stage-synthesize").is_visible()
+    page.select_option("select[name=lane]", "input_stale")
+    expect(page).to_have_url(re.compile(r"/\?window=24h&lane=input_stale&status=active$"))
+    assert page.locator("#stage-execute").count() == 0
+    assert page.locator("#stage-synthesize").is_visible()
+    screenshot("triage-filtered")
+    page.click("text=unsatisfied_field")
+    page.wait_for_url("**/triage/groups/**")
+    assert page.locator("text=orderNo").first.is_visible()
+    screenshot("group-page")
+    page.click("button:has-text('Resolve')")
+    page.wait_for_load_state()
+    assert page.locator("text=Resolve: done.").is_visible()
+    group = FailureGroup.objects.get(reason="unsatisfied_field")
+    assert group.status == GroupStatus.RESOLVED
+    page.goto(f"{live_server.url}/")
+    assert page.locator("#stage-synthesize").count() == 0  # resolved groups leave the default view
+    page.goto(f"{live_server.url}/?status=resolved")
+    assert page.locator("#stage-synthesize").is_visible()
+    screenshot("triage-resolved")
+
+
+def test_viewer_sees_no_action_buttons(
+    page: Any, live_server: Any, sign_in: Any, screenshot: Any
+) -> None:
+    _traffic()
+    sign_in("viewer")
+    assert page.locator("text=Apply to").count() == 0
+    group = FailureGroup.objects.get(reason="unsatisfied_field")
+    page.goto(f"{live_server.url}/triage/groups/{group.pk}/")
+    assert page.locator("button:has-text('Resolve')").count() == 0
+    assert page.locator("button:has-text('Acknowledge')").count() == 0
+    screenshot("group-viewer")

@@ -1,0 +1,340 @@
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from tests.factories import failure_item
+from triage.models import BulkAction, FailureGroup, GroupEvent, GroupStatus
+from triage.services import group_act
+
+pytestmark = pytest.mark.django_db
+
+
+def ingest(client: APIClient, items: list[dict[str, Any]]) -> None:
+    response = client.post(
+        "/api/v1/ingest", data=json.dumps({"items": items}), content_type="application/json"
+    )
+    assert response.status_code == 200, response.content
+
+
+def recent(minutes: int = 5) -> str:
+    return (timezone.now() - timedelta(minutes=minutes)).isoformat()
+
+
+@pytest.fixture
+def traffic(ingest_client: APIClient) -> APIClient:
+    ingest(
+        ingest_client,
+        [
+            failure_item(occurred_at=recent(), tool="getDelivery", collection="logistics"),
+            failure_item(occurred_at=recent(), tool="getDelivery", collection="logistics"),
+            failure_item(occurred_at=recent(), tool="getOrder", collection="orders"),
+            failure_item(
+                stage="synthesize",
+                reason="unsatisfied_field",
+                tool="getOrderDetail",
+                collection="orders",
+                occurred_at=recent(),
+                evidence={"field_name": "orderNo"},
+            ),
+            failure_item(stage="xgen_transport", reason="sse_dropped", occurred_at=recent()),
+            failure_item(occurred_at=recent(60 * 24 * 3), tool="oldTool"),
+        ],
+    )
+    return ingest_client
+
+
+def test_anonymous_visitors_are_sent_to_sign_in(db: Any) -> None:
+    response = Client().get("/")
+    assert response.status_code == 302
+    assert response["Location"].startswith("/accounts/login/")
+
+
+def test_triage_page_groups_by_stage_in_lifecycle_order(traffic: Any, client_as: Any) -> None:
+    response = client_as("viewer").get("/")
+    assert response.status_code == 200
+    assert next(t.name for t in response.templates) == "triage/triage.html"
+    html = response.content.decode()
+    assert html.index('id="stage-synthesize"') < html.index('id="stage-execute"')
+    assert html.index('id="stage-execute"') < html.index('id="stage-xgen_transport"')
+    assert "adapter stage" in html and "unmapped" in html
+    assert (
+        "required consume field" in html
+        or "cannot be supplied" in html.lower()
+        or "usual fix" in html
+    )
+    overview = response.context["overview"]
+    assert overview.total == 5  # the 3-day-old record is outside the default 24h window
+
+
+def test_htmx_requests_get_only_the_results(traffic: Any, client_as: Any) -> None:
+    response = client_as("viewer").get("/?lane=retry_safe", headers={"HX-Request": "true"})
+    html = response.content.decode()
+    assert html.lstrip().startswith('<div id="results">')
+    assert "<html" not in html
+
+
+@pytest.mark.parametrize(
+    ("query", "reasons"),
+    [
+        ("collection=orders", {"http_5xx", "unsatisfied_field"}),
+        ("tool=getDelivery", {"http_5xx"}),
+        ("lane=input_stale", {"unsatisfied_field"}),
+        ("q=sse", {"sse_dropped"}),
+        ("window=7d&tool=oldTool", {"http_5xx"}),
+        ("tool=oldTool", set()),
+        ("source=quality_lab", set()),
+        ("execution_state=not_started", {"unsatisfied_field"}),
+    ],
+)
+def test_filters_narrow_the_page(
+    traffic: Any, client_as: Any, query: str, reasons: set[str]
+) -> None:
+    overview = client_as("viewer").get(f"/?{query}").context["overview"]
+    assert {row.reason for section in overview.sections for row in section.rows} == reasons
+
+
+def test_status_filter_hides_resolved_groups_by_default(traffic: Any, client_as: Any) -> None:
+    FailureGroup.objects.filter(reason="sse_dropped").update(status=GroupStatus.RESOLVED)
+    client = client_as("viewer")
+    assert "sse_dropped" not in client.get("/").content.decode()
+    assert "sse_dropped" in client.get("/?status=resolved").content.decode()
+
+
+def test_a_bad_custom_window_is_a_form_error(traffic: Any, client_as: Any) -> None:
+    response = client_as("viewer").get("/?window=custom")
+    assert response.status_code == 200
+    assert "A custom window needs a start." in response.content.decode()
+
+
+def test_empty_states_say_what_to_send(client_as: Any) -> None:
+    html = client_as("viewer").get("/").content.decode()
+    assert "POST /api/v1/ingest" in html and "/api/docs/" in html
+    html = client_as("viewer").get("/?tool=nothing").content.decode()
+    assert "No failure matches these filters" in html
+
+
+def _many_groups(count: int) -> None:
+    now = timezone.now()
+    from triage.models import FailureGroupBucket, FailureGroupFacet
+
+    groups = FailureGroup.objects.bulk_create(
+        FailureGroup(
+            collection=f"c{n % 5}",
+            stage=("execute", "synthesize", "retrieve")[n % 3],
+            reason=("http_5xx", "enum_required", "not_retrieved", "timeout")[n % 4],
+            tool=f"tool{n}",
+            count=3,
+            first_seen=now,
+            last_seen=now,
+            lane="retry_safe",
+        )
+        for n in range(count)
+    )
+    hour = now.replace(minute=0, second=0, microsecond=0)
+    FailureGroupBucket.objects.bulk_create(
+        FailureGroupBucket(group=g, hour=hour - timedelta(hours=h), count=1)
+        for g in groups
+        for h in range(3)
+    )
+    FailureGroupFacet.objects.bulk_create(
+        FailureGroupFacet(group=g, dimension="execution_state", value="completed", count=3)
+        for g in groups
+    )
+
+
+@pytest.mark.parametrize("count", [10, 1000])
+def test_triage_page_query_count_does_not_grow_with_groups(
+    client_as: Any, django_assert_max_num_queries: Any, count: int
+) -> None:
+    _many_groups(count)
+    client = client_as("operator")
+    with django_assert_max_num_queries(12):
+        response = client.get("/")
+    assert len(response.context["overview"].group_ids) == count
+
+
+@pytest.mark.parametrize("count", [10, 1000])
+def test_group_page_query_count_does_not_grow_with_records(
+    ingest_client: APIClient, client_as: Any, django_assert_max_num_queries: Any, count: int
+) -> None:
+    for start in range(0, count, 500):
+        ingest(
+            ingest_client,
+            [failure_item(occurred_at=recent()) for _ in range(min(500, count - start))],
+        )
+    group = FailureGroup.objects.get()
+    client = client_as("operator")
+    with django_assert_max_num_queries(14):
+        response = client.get(f"/triage/groups/{group.pk}/")
+    assert response.status_code == 200
+    assert len(response.context["page"].records) == min(25, count)
+
+
+def test_group_page_pages_records_newest_first(ingest_client: APIClient, client_as: Any) -> None:
+    ingest(ingest_client, [failure_item(f"r{n}", occurred_at=recent(n)) for n in range(30)])
+    group = FailureGroup.objects.get()
+    client = client_as("viewer")
+    first = client.get(f"/triage/groups/{group.pk}/").context["page"]
+    assert [r.client_id for r in first.records][:2] == ["r0", "r1"]
+    second = client.get(f"/triage/groups/{group.pk}/", {"before": first.older_cursor})
+    assert [r.client_id for r in second.context["page"].records] == [f"r{n}" for n in range(25, 30)]
+    partial = client.get(
+        f"/triage/groups/{group.pk}/",
+        {"before": first.older_cursor},
+        headers={"HX-Request": "true"},
+    ).content.decode()
+    assert partial.lstrip().startswith('<section id="records">') and "<html" not in partial
+
+
+ACTIONS = [
+    {"action": "acknowledge"},
+    {"action": "resolve"},
+    {"action": "reopen"},
+    {"action": "note", "note": "looked at it"},
+    {"action": "mute", "mute_count": "3"},
+]
+
+
+@pytest.mark.parametrize("role", ["", "viewer", "reviewer", "operator", "admin"])
+@pytest.mark.parametrize("data", ACTIONS, ids=[a["action"] for a in ACTIONS])
+def test_only_operators_and_admins_act_on_groups(
+    traffic: Any, client_as: Any, role: str, data: dict[str, str]
+) -> None:
+    group = FailureGroup.objects.get(reason="unsatisfied_field")
+    if data["action"] == "reopen":
+        FailureGroup.objects.filter(pk=group.pk).update(status=GroupStatus.RESOLVED)
+    response = client_as(role).post(f"/triage/groups/{group.pk}/act", data)
+    events = GroupEvent.objects.filter(group=group, actor__isnull=False)
+    if role in ("operator", "admin"):
+        assert response.status_code == 302
+        assert events.get().action == data["action"]
+    else:
+        assert response.status_code == 403
+        assert not events.exists()
+
+
+@pytest.mark.parametrize("url", ["/triage/groups/{pk}/act", "/triage/bulk"])
+def test_a_post_without_csrf_token_fails(traffic: Any, client_as: Any, url: str) -> None:
+    group = FailureGroup.objects.first()
+    assert group is not None
+    client = client_as("operator", enforce_csrf_checks=True)
+    response = client.post(url.format(pk=group.pk), {"action": "resolve", "confirm_count": "1"})
+    assert response.status_code == 403
+    assert not GroupEvent.objects.filter(actor__isnull=False).exists()
+
+
+def test_viewers_see_no_action_buttons(traffic: Any, client_as: Any) -> None:
+    group = FailureGroup.objects.first()
+    assert group is not None
+    for path in ("/", f"/triage/groups/{group.pk}/"):
+        html = client_as("viewer").get(path).content.decode()
+        assert "Resolve</button>" not in html and "Apply to" not in html
+
+
+def test_every_status_change_keeps_who_when_and_why(traffic: Any, client_as: Any) -> None:
+    group = FailureGroup.objects.get(reason="unsatisfied_field")
+    client = client_as("operator")
+    client.post(f"/triage/groups/{group.pk}/act", {"action": "resolve", "note": "added a default"})
+    event = GroupEvent.objects.get(group=group)
+    assert (event.status_before, event.status_after, event.note) == (
+        "open",
+        "resolved",
+        "added a default",
+    )
+    assert event.actor is not None and event.actor.username == "operator-user"
+    page = client.get(f"/triage/groups/{group.pk}/").content.decode()
+    assert "added a default" in page
+
+
+def test_a_resolved_group_that_sees_a_new_record_shows_as_regressed(
+    traffic: APIClient, client_as: Any
+) -> None:
+    group = FailureGroup.objects.get(reason="unsatisfied_field")
+    group_act(group=group, actor=None, action="resolve")
+    ingest(
+        traffic,
+        [failure_item(stage="synthesize", reason="unsatisfied_field", tool="getOrderDetail",
+                      collection="orders", occurred_at=recent(1))],
+    )  # fmt: skip
+    group.refresh_from_db()
+    assert group.status == GroupStatus.REGRESSED
+    assert GroupEvent.objects.filter(group=group, action="regressed").exists()
+    overview = client_as("viewer").get("/").context["overview"]
+    assert overview.regressed_groups == 1
+
+
+def test_mute_until_count_ends_after_that_many_new_records(traffic: APIClient) -> None:
+    group = FailureGroup.objects.get(reason="unsatisfied_field")
+    group_act(group=group, actor=None, action="mute", mute_count=2)
+    again = {"stage": "synthesize", "reason": "unsatisfied_field", "tool": "getOrderDetail",
+             "collection": "orders"}  # fmt: skip
+    ingest(traffic, [failure_item(**again, occurred_at=recent(1))])
+    group.refresh_from_db()
+    assert (group.status, group.mute_remaining_count) == (GroupStatus.MUTED, 1)
+    ingest(traffic, [failure_item(**again, occurred_at=recent(1))])
+    group.refresh_from_db()
+    assert (group.status, group.mute_remaining_count) == (GroupStatus.OPEN, None)
+    assert GroupEvent.objects.filter(group=group, action="unmuted").exists()
+
+
+def test_mute_needs_a_time_or_a_count(traffic: Any, client_as: Any) -> None:
+    group = FailureGroup.objects.first()
+    assert group is not None
+    response = client_as("operator").post(
+        f"/triage/groups/{group.pk}/act", {"action": "mute"}, follow=True
+    )
+    assert "Mute until a time, or for a number of new records." in response.content.decode()
+    group.refresh_from_db()
+    assert group.status == GroupStatus.OPEN
+
+
+def test_bulk_acts_on_exactly_the_filtered_groups_and_can_be_undone(
+    traffic: Any, client_as: Any
+) -> None:
+    client = client_as("operator")
+    query = "collection=logistics&window=24h"
+    shown = client.get(f"/?{query}").context["overview"].group_ids
+    assert len(shown) == 1
+    response = client.post(
+        "/triage/bulk", {"action": "resolve", "confirm_count": "1", "query": query}
+    )
+    assert response.status_code == 302 and response["Location"] == f"/?{query}"
+    resolved = FailureGroup.objects.filter(status=GroupStatus.RESOLVED)
+    assert list(resolved.values_list("pk", flat=True)) == shown
+    bulk = BulkAction.objects.get()
+    page = client.get(f"/?{query}&status=all").content.decode()
+    assert f"/triage/bulk/{bulk.pk}/undo" in page
+    client.post(f"/triage/bulk/{bulk.pk}/undo")
+    assert not FailureGroup.objects.filter(status=GroupStatus.RESOLVED).exists()
+    assert GroupEvent.objects.filter(action="undo").count() == 1
+
+
+def test_bulk_refuses_when_the_filter_now_shows_another_count(traffic: Any, client_as: Any) -> None:
+    client = client_as("operator")
+    response = client.post(
+        "/triage/bulk",
+        {"action": "resolve", "confirm_count": "7", "query": "window=24h"},
+        follow=True,
+    )
+    assert "nothing was changed" in response.content.decode()
+    assert not FailureGroup.objects.filter(status=GroupStatus.RESOLVED).exists()
+
+
+def test_undo_leaves_groups_someone_changed_since(traffic: Any, client_as: Any) -> None:
+    client = client_as("operator")
+    shown = client.get("/?collection=orders").context["overview"].group_ids
+    client.post("/triage/bulk", {"action": "acknowledge", "confirm_count": str(len(shown)),
+                                 "query": "collection=orders"})  # fmt: skip
+    changed = FailureGroup.objects.get(pk=shown[0])
+    group_act(group=changed, actor=None, action="resolve")
+    client.post(f"/triage/bulk/{BulkAction.objects.get().pk}/undo")
+    changed.refresh_from_db()
+    assert changed.status == GroupStatus.RESOLVED
+    assert FailureGroup.objects.get(pk=shown[1]).status == GroupStatus.OPEN

@@ -1,0 +1,121 @@
+"""Reads of the ingestion and tool-policy pages: the batch ledger, keys, unmapped reasons."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db.models import Count, Max, Q, QuerySet, Subquery, Sum
+from django.db.models.functions import Coalesce
+
+from triage.models import ApiKey, FailureGroup, IngestBatch, IngestRejection, ToolPolicy
+
+LEDGER_PAGE_SIZE = 50
+
+
+@dataclass
+class LedgerPage:
+    batches: list[IngestBatch]
+    older_cursor: int | None  # the id of the last batch shown, when there are older ones
+    is_first_page: bool
+
+
+def ingest_ledger(*, before_id: int | None, size: int = LEDGER_PAGE_SIZE) -> LedgerPage:
+    """Newest first, by keyset (received_at, id): page 300 costs what page 1 costs.
+
+    The cursor is only a batch id; its received_at is read in the same query, so a URL never
+    carries a timestamp that would have to be parsed back.
+    """
+    batches = IngestBatch.objects.select_related("api_key").order_by("-received_at", "-id")
+    if before_id is not None:
+        anchor = Subquery(IngestBatch.objects.filter(pk=before_id).values("received_at")[:1])
+        batches = batches.filter(
+            Q(received_at__lt=anchor) | Q(received_at=anchor, id__lt=before_id)
+        )
+    page = list(batches[: size + 1])
+    older = None
+    if len(page) > size:
+        page = page[:size]
+        older = page[-1].pk
+    return LedgerPage(batches=page, older_cursor=older, is_first_page=before_id is None)
+
+
+@dataclass(frozen=True)
+class IngestTotals:
+    batches: int
+    items: int
+    accepted: int
+    rejected: int
+
+
+def ingest_totals(*, since: datetime) -> IngestTotals:
+    """Batches and items received since a moment, in one aggregate query."""
+    totals = IngestBatch.objects.filter(received_at__gte=since).aggregate(
+        batches=Count("id"),
+        items=Coalesce(Sum("item_count"), 0),
+        accepted=Coalesce(Sum("accepted"), 0),
+        rejected=Coalesce(Sum("rejected"), 0) + Coalesce(Sum("conflicts"), 0),
+    )
+    return IngestTotals(**totals)
+
+
+@dataclass
+class BatchDetail:
+    batch: IngestBatch
+    rejections: list[IngestRejection]
+
+
+def ingest_batch_detail(*, batch_id: int) -> BatchDetail | None:
+    """One batch with every item that was not stored (there are no bodies to show)."""
+    batch = IngestBatch.objects.select_related("api_key").filter(pk=batch_id).first()
+    if batch is None:
+        return None
+    return BatchDetail(batch=batch, rejections=list(batch.rejections.order_by("index")))
+
+
+def api_keys_list() -> QuerySet[ApiKey]:
+    return ApiKey.objects.order_by("revoked_at", "name").only(
+        "name",
+        "owner",
+        "lookup_id",
+        "scopes",
+        "created_at",
+        "expires_at",
+        "revoked_at",
+        "last_used_at",
+    )
+
+
+def unmapped_reasons_queue() -> list[dict[str, Any]]:
+    """Every stored (stage, reason) the taxonomy does not know, most frequent first."""
+    return list(
+        FailureGroup.objects.filter(reason_mapped=False)
+        .values("stage", "reason")
+        .annotate(
+            group_count=Count("id"),
+            record_count=Sum("count"),
+            last_seen_at=Max("last_seen"),
+        )
+        .order_by("-record_count", "stage", "reason")
+    )
+
+
+def tool_policies(*, text: str = "") -> QuerySet[ToolPolicy]:
+    """Policies whose collection or tool contains the text, "all collections" first."""
+    policies = ToolPolicy.objects.order_by("collection", "tool")
+    if text:
+        policies = policies.filter(Q(collection__icontains=text) | Q(tool__icontains=text))
+    return policies
+
+
+def tool_policy_for(
+    *, collection: str, tool: str, other_than: ToolPolicy | None = None
+) -> ToolPolicy | None:
+    """The policy already holding exactly this (collection, tool), if any."""
+    if not tool:
+        return None
+    policies = ToolPolicy.objects.filter(collection=collection, tool=tool)
+    if other_than is not None:
+        policies = policies.exclude(pk=other_than.pk)
+    return policies.first()

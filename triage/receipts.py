@@ -1,0 +1,581 @@
+"""Reads of the receipts page (seed 004).
+
+Four questions, each answered with a bounded number of queries whatever the table size:
+which uncertain work still waits for someone to reconcile it, which receipts contradict
+other evidence, which operations burned through their retry budget, and what policy
+blocked. Every list is capped; its total is counted separately when the cap is reached.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+
+from django.db.models import (
+    Case,
+    Count,
+    Exists,
+    F,
+    Max,
+    Min,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Value,
+    When,
+    Window,
+)
+from django.db.models.functions import Coalesce, Lower
+from django.utils.timesince import timesince
+
+# One definition of "completed-like", shared with how ingest gives receipts their lane.
+from triage.lanes import _SUCCESS_RESULTS
+from triage.models import AuditEvent, Receipt, Reconciliation, ToolPolicy
+from triage.selectors import UNCERTAIN_STATES
+
+COMPLETED_RESULTS = tuple(sorted(_SUCCESS_RESULTS))
+LIST_LIMIT = 50
+RECENT_RECONCILIATIONS = 20
+# The retry-budget scan reads failed receipts of the last 24 hours, at most this many rows,
+# worst operations first; the page says so when the limit cut the scan short.
+BUDGET_LOOKBACK = timedelta(hours=24)
+BUDGET_SCAN_LIMIT = 5000
+
+Row = TypeVar("Row")
+
+
+def _occurred() -> Coalesce:
+    """When the run happened: its end, else its start, else when the desk received it."""
+    return Coalesce("ended_at", "started_at", "received_at")
+
+
+def _capped(queryset: QuerySet[Any, Row], limit: int) -> tuple[list[Row], int]:
+    """Up to `limit` rows and the total; the count query runs only when the cap is hit."""
+    rows = list(queryset[: limit + 1])
+    if len(rows) <= limit:
+        return rows, len(rows)
+    return rows[:limit], queryset.count()
+
+
+def _receipt_rows(queryset: QuerySet[Receipt]) -> QuerySet[Receipt]:
+    return queryset.defer("extra").annotate(occurred=_occurred())
+
+
+def _completed_like() -> Q:
+    """Needs the `result_lower` alias; results are codes the runtimes spell as they like."""
+    return Q(execution_state="completed", result_lower__in=COMPLETED_RESULTS)
+
+
+# --- tool policies ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RetryBudget:
+    failures: int
+    window_seconds: int
+    source: str  # "collection/tool", "*/tool" or "default"
+
+    @property
+    def window(self) -> timedelta:
+        return timedelta(seconds=self.window_seconds)
+
+
+DEFAULT_RETRY_BUDGET = RetryBudget(failures=3, window_seconds=300, source="default")
+
+
+@dataclass(frozen=True)
+class ToolPolicies:
+    """Every tool policy, loaded once per page (one row per tool, a small table)."""
+
+    by_tool: dict[tuple[str, str], ToolPolicy]
+
+    def policy_for(self, *, collection: str, tool: str) -> ToolPolicy | None:
+        return self.by_tool.get((collection, tool)) or self.by_tool.get(("", tool))
+
+    def retry_budget(self, *, collection: str, tool: str) -> RetryBudget:
+        policy = self.policy_for(collection=collection, tool=tool)
+        if policy is None:
+            return DEFAULT_RETRY_BUDGET
+        return RetryBudget(
+            # A budget of 0 failures would flag operations that never failed.
+            failures=max(1, policy.retry_budget_failures),
+            window_seconds=policy.retry_budget_window_seconds,
+            source=f"{policy.collection or '*'}/{policy.tool}",
+        )
+
+    def smallest_failure_budget(self) -> int:
+        budgets = [max(1, policy.retry_budget_failures) for policy in self.by_tool.values()]
+        return min([DEFAULT_RETRY_BUDGET.failures, *budgets])
+
+
+def tool_policies() -> ToolPolicies:
+    policies = ToolPolicy.objects.only(
+        "collection",
+        "tool",
+        "idempotency_lookup",
+        "retry_budget_failures",
+        "retry_budget_window_seconds",
+    )
+    return ToolPolicies({(policy.collection, policy.tool): policy for policy in policies})
+
+
+# --- 1. uncertain work awaiting reconciliation --------------------------------------------
+
+
+def awaiting_reconciliation() -> QuerySet[Receipt]:
+    """Receipts whose outcome nobody knows yet: maybe done, maybe partly, maybe not at all."""
+    return Receipt.objects.filter(execution_state__in=UNCERTAIN_STATES).exclude(
+        Exists(Reconciliation.objects.filter(receipt=OuterRef("pk")))
+    )
+
+
+def receipt_awaits_reconciliation(*, receipt: Receipt) -> bool:
+    return awaiting_reconciliation().filter(pk=receipt.pk).exists()
+
+
+@dataclass(frozen=True)
+class QueueItem:
+    receipt: Any  # a Receipt annotated with `occurred`
+    lookup: str  # how the tool's policy says to find the operation by its key, if it says
+    waited: str  # "2 hours": one unit is enough to see what is old
+
+    @property
+    def waiting_since(self) -> datetime:
+        return self.receipt.occurred
+
+    @property
+    def blocks_retry(self) -> bool:
+        """reconcile_first work is never retried before someone knows what happened."""
+        return self.receipt.lane == "reconcile_first"
+
+
+@dataclass(frozen=True)
+class ReconciliationQueue:
+    items: list[QueueItem]
+    total: int
+    recent: list[Reconciliation]
+
+
+def reconciliation_queue(
+    *, now: datetime, policies: ToolPolicies | None = None
+) -> ReconciliationQueue:
+    """Uncertain work, oldest first, and the reconciliations recorded most recently."""
+    policies = policies or tool_policies()
+    receipts: list[Any]  # annotated with `occurred`
+    receipts, total = _capped(
+        _receipt_rows(awaiting_reconciliation()).order_by("occurred", "pk"), LIST_LIMIT
+    )
+    items = []
+    for receipt in receipts:
+        policy = policies.policy_for(collection=receipt.collection, tool=receipt.tool)
+        lookup = policy.idempotency_lookup if policy is not None else ""
+        if lookup and receipt.idempotency_key:
+            lookup = lookup.replace("{key}", receipt.idempotency_key)
+        waited = timesince(receipt.occurred, now, depth=1)
+        items.append(QueueItem(receipt=receipt, lookup=lookup, waited=waited))
+    recent = list(
+        Reconciliation.objects.select_related("actor", "receipt")
+        .defer("receipt__extra")
+        .order_by("-created_at", "-pk")[:RECENT_RECONCILIATIONS]
+    )
+    return ReconciliationQueue(items=items, total=total, recent=recent)
+
+
+# --- 2. contradictions --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ContradictionRow:
+    when: datetime | None
+    tool_run_id: str  # or "N runs" for rules about several receipts
+    tool: str
+    collection: str
+    idempotency_key: str
+    lane: str
+    claim: str  # what the receipt says
+    evidence: str  # what says otherwise
+
+
+@dataclass(frozen=True)
+class ContradictionRule:
+    key: str
+    title: str
+    why: str  # why it matters, in one line
+    rows: Callable[[int], tuple[list[ContradictionRow], int]]
+
+
+@dataclass(frozen=True)
+class ContradictionFindings:
+    rule: ContradictionRule
+    rows: list[ContradictionRow]
+    total: int
+
+
+def _outbound_calls() -> QuerySet[AuditEvent]:
+    """Audit events that saw a request leave, whether or not a status came back."""
+    return AuditEvent.objects.exclude(method="", host="")
+
+
+def receipts_not_started_but_called() -> QuerySet[Receipt]:
+    """Rule (a): the receipt says not_started, the runtime's own audit saw the call.
+
+    An audit event matches by tool_run_id, or by idempotency key when the event names no
+    run: a retry reuses the key, so a call made by another run of the same key says nothing
+    about this one.
+    """
+    calls = _outbound_calls()
+    by_run = calls.filter(tool_run_id=OuterRef("tool_run_id")).exclude(tool_run_id="")
+    by_key = calls.filter(idempotency_key=OuterRef("idempotency_key"), tool_run_id="").exclude(
+        idempotency_key=""
+    )
+    return (
+        Receipt.objects.filter(execution_state="not_started")
+        .filter(Exists(by_run) | Exists(by_key))
+        .annotate(
+            audit_id=Coalesce(
+                Subquery(by_run.order_by("occurred_at", "pk").values("pk")[:1]),
+                Subquery(by_key.order_by("occurred_at", "pk").values("pk")[:1]),
+            )
+        )
+    )
+
+
+def conflicting_completions() -> QuerySet[Receipt, dict[str, Any]]:
+    """Rule (b): one idempotency key completed more than once for different targets or payloads.
+
+    Blank fingerprints and hashes are missing evidence, not a difference.
+    """
+    has_target = ~Q(target_fingerprint="")
+    has_payload = ~Q(payload_hash="")
+    return (
+        Receipt.objects.exclude(idempotency_key="")
+        .alias(result_lower=Lower("result"))
+        .filter(_completed_like())
+        .values("idempotency_key")
+        .annotate(
+            runs=Count("pk"),
+            targets=Count("target_fingerprint", distinct=True, filter=has_target),
+            payloads=Count("payload_hash", distinct=True, filter=has_payload),
+            target_low=Min("target_fingerprint", filter=has_target),
+            target_high=Max("target_fingerprint", filter=has_target),
+            payload_low=Min("payload_hash", filter=has_payload),
+            payload_high=Max("payload_hash", filter=has_payload),
+            tool_low=Min("tool"),
+            tool_high=Max("tool"),
+            collection_low=Min("collection"),
+            last_at=Max(_occurred()),
+        )
+        .filter(Q(targets__gt=1) | Q(payloads__gt=1))
+        .order_by("-last_at", "idempotency_key")
+    )
+
+
+def external_writes_without_key() -> QuerySet[Receipt]:
+    """Rule (c): an external write with no idempotency key (ingest stores the code too)."""
+    return Receipt.objects.filter(
+        Q(side_effect="external_write", idempotency_key="")
+        | Q(contradictions__icontains='"external_write_without_idempotency_key"')
+    )
+
+
+def retryable_while_policy_blocked() -> QuerySet[Receipt]:
+    """Rule (d): a runtime marked as retryable what policy blocked (ingest stores the code too)."""
+    return Receipt.objects.filter(
+        Q(retryable=True, lane="policy_blocked")
+        | Q(contradictions__icontains='"retryable_in_policy_blocked"')
+    )
+
+
+def _not_started_rows(limit: int) -> tuple[list[ContradictionRow], int]:
+    receipts: list[Any]  # annotated with `occurred` and `audit_id`
+    receipts, total = _capped(
+        _receipt_rows(receipts_not_started_but_called()).order_by("-occurred", "-pk"), limit
+    )
+    calls = AuditEvent.objects.in_bulk([receipt.audit_id for receipt in receipts])
+    rows = []
+    for receipt in receipts:
+        call = calls.get(receipt.audit_id)
+        seen = "an outbound call"
+        if call is not None:
+            target = f"{call.method} {call.host}{call.path}".strip()
+            status = f" → {call.status}" if call.status else " (no status)"
+            matched = "run id" if call.tool_run_id else "idempotency key"
+            seen = (
+                f"audit saw {target}{status} at {call.occurred_at:%Y-%m-%d %H:%M:%S} (by {matched})"
+            )
+        rows.append(
+            _row(receipt, claim=f"not_started ({receipt.result} {receipt.code})", evidence=seen)
+        )
+    return rows, total
+
+
+def _conflicting_completion_rows(limit: int) -> tuple[list[ContradictionRow], int]:
+    groups, total = _capped(conflicting_completions(), limit)
+    rows = []
+    for group in groups:
+        differences = []
+        if group["targets"] > 1:
+            low, high = _short(group["target_low"]), _short(group["target_high"])
+            differences.append(f"{group['targets']} targets ({low} ≠ {high})")
+        if group["payloads"] > 1:
+            low, high = _short(group["payload_low"]), _short(group["payload_high"])
+            differences.append(f"{group['payloads']} payloads ({low} ≠ {high})")
+        tools = group["tool_low"]
+        if group["tool_high"] != tools:
+            tools = f"{tools}, {group['tool_high']}"
+        rows.append(
+            ContradictionRow(
+                when=group["last_at"],
+                tool_run_id=f"{group['runs']} runs",
+                tool=tools,
+                collection=group["collection_low"],
+                idempotency_key=group["idempotency_key"],
+                lane="",
+                claim=f"completed {group['runs']} times",
+                evidence="; ".join(differences),
+            )
+        )
+    return rows, total
+
+
+def _short(value: str) -> str:
+    """Hashes are long; their start and end are enough to tell two apart on screen."""
+    return value if len(value) <= 32 else f"{value[:18]}…{value[-8:]}"
+
+
+def _external_write_rows(limit: int) -> tuple[list[ContradictionRow], int]:
+    receipts, total = _capped(
+        _receipt_rows(external_writes_without_key()).order_by("-occurred", "-pk"), limit
+    )
+    return [
+        _row(
+            receipt,
+            claim=f"external_write, {receipt.execution_state}",
+            evidence="no idempotency key: nothing to look the write up by, a retry may repeat it",
+        )
+        for receipt in receipts
+    ], total
+
+
+def _retryable_blocked_rows(limit: int) -> tuple[list[ContradictionRow], int]:
+    receipts, total = _capped(
+        _receipt_rows(retryable_while_policy_blocked()).order_by("-occurred", "-pk"), limit
+    )
+    return [
+        _row(
+            receipt,
+            claim="retryable: true",
+            evidence=f"lane {receipt.lane or 'policy_blocked'} ({receipt.code or receipt.result})",
+        )
+        for receipt in receipts
+    ], total
+
+
+def _row(receipt: Any, *, claim: str, evidence: str) -> ContradictionRow:
+    return ContradictionRow(
+        when=receipt.occurred,
+        tool_run_id=receipt.tool_run_id,
+        tool=receipt.tool,
+        collection=receipt.collection,
+        idempotency_key=receipt.idempotency_key,
+        lane=receipt.lane,
+        claim=claim,
+        evidence=evidence,
+    )
+
+
+CONTRADICTION_RULES = (
+    ContradictionRule(
+        key="not-started-but-called",
+        title="Claims not_started, but the audit saw the call",
+        why="A tool's report is a claim: if the call left, a retry may do the work twice.",
+        rows=_not_started_rows,
+    ),
+    ContradictionRule(
+        key="conflicting-completions",
+        title="One idempotency key, different completed operations",
+        why="A key must name one operation; a lookup by this key may return the wrong one.",
+        rows=_conflicting_completion_rows,
+    ),
+    ContradictionRule(
+        key="external-write-without-key",
+        title="External write without an idempotency key",
+        why="Uncertain work without a key cannot be reconciled, only guessed at.",
+        rows=_external_write_rows,
+    ),
+    ContradictionRule(
+        key="retryable-policy-blocked",
+        title="Retryable although policy blocked it",
+        why="policy_blocked means stop; a runtime that retries it is working around the policy.",
+        rows=_retryable_blocked_rows,
+    ),
+)
+
+
+def contradictions(*, limit: int = LIST_LIMIT) -> list[ContradictionFindings]:
+    findings = []
+    for rule in CONTRADICTION_RULES:
+        rows, total = rule.rows(limit)
+        findings.append(ContradictionFindings(rule=rule, rows=rows, total=total))
+    return findings
+
+
+# --- 3. operations over their retry budget ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OverBudget:
+    collection: str
+    tool: str
+    idempotency_key: str
+    target_fingerprint: str  # names the operation when there is no key
+    budget: RetryBudget
+    peak: int  # most failures inside one budget window
+    peak_start: datetime
+    peak_end: datetime
+    failures: int  # failures in the whole lookback
+    last_at: datetime
+    last_run: str
+    last_result: str
+    last_code: str
+
+
+@dataclass(frozen=True)
+class RetryBudgetReport:
+    operations: list[OverBudget]
+    since: datetime
+    scanned: int
+    truncated: bool  # the scan limit cut some operations short
+
+
+def _peak(times: list[datetime], window: timedelta) -> tuple[int, datetime, datetime]:
+    """Most events within any span of `window` (times sorted), and where that span is."""
+    best, best_start, best_end = 0, times[0], times[0]
+    start = 0
+    for end, moment in enumerate(times):
+        while moment - times[start] > window:
+            start += 1
+        if end - start + 1 > best:
+            best, best_start, best_end = end - start + 1, times[start], moment
+    return best, best_start, best_end
+
+
+def operations_over_budget(
+    *, now: datetime, policies: ToolPolicies | None = None
+) -> RetryBudgetReport:
+    """Operations with at least N failures within W seconds, N and W from the tool's policy.
+
+    An operation is (collection, tool, idempotency key), or (collection, tool, target
+    fingerprint) when the run had no key; a receipt with neither names no operation and is
+    left out. SQL keeps only operations that failed at least as often as the smallest budget
+    in the lookback; the sliding window runs here over at most BUDGET_SCAN_LIMIT rows.
+    """
+    policies = policies or tool_policies()
+    since = now - BUDGET_LOOKBACK
+    operation = [F("collection"), F("tool"), F("idempotency_key"), F("operation_target")]
+    failed = (
+        Receipt.objects.filter(received_at__gte=since)
+        .exclude(idempotency_key="", target_fingerprint="")
+        .alias(result_lower=Lower("result"))
+        .exclude(_completed_like())
+        .annotate(
+            occurred=_occurred(),
+            operation_target=Case(
+                When(idempotency_key="", then=F("target_fingerprint")), default=Value("")
+            ),
+        )
+        .filter(occurred__gte=since, occurred__lte=now)
+        .annotate(operation_failures=Window(Count("pk"), partition_by=operation))
+        .filter(operation_failures__gte=policies.smallest_failure_budget())
+        .order_by("-operation_failures", *operation, "occurred", "pk")
+        .values_list(
+            "collection",
+            "tool",
+            "idempotency_key",
+            "operation_target",
+            "occurred",
+            "tool_run_id",
+            "result",
+            "code",
+        )
+    )
+    rows = list(failed[: BUDGET_SCAN_LIMIT + 1])
+    truncated = len(rows) > BUDGET_SCAN_LIMIT
+    rows = rows[:BUDGET_SCAN_LIMIT]
+
+    by_operation: dict[tuple[str, str, str, str], list[tuple[Any, ...]]] = {}
+    for row in rows:
+        by_operation.setdefault(row[:4], []).append(row)
+    over = []
+    for (collection, tool, key, target), runs in by_operation.items():
+        budget = policies.retry_budget(collection=collection, tool=tool)
+        if len(runs) < budget.failures:
+            continue
+        peak, peak_start, peak_end = _peak([run[4] for run in runs], budget.window)
+        if peak < budget.failures:
+            continue
+        last = runs[-1]
+        over.append(
+            OverBudget(
+                collection=collection,
+                tool=tool,
+                idempotency_key=key,
+                target_fingerprint=target,
+                budget=budget,
+                peak=peak,
+                peak_start=peak_start,
+                peak_end=peak_end,
+                failures=len(runs),
+                last_at=last[4],
+                last_run=last[5],
+                last_result=last[6],
+                last_code=last[7],
+            )
+        )
+    over.sort(key=lambda operation: operation.last_at, reverse=True)
+    return RetryBudgetReport(operations=over, since=since, scanned=len(rows), truncated=truncated)
+
+
+# --- 4. policy blocks ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PolicyBlocks:
+    receipts: list[Any]  # Receipts annotated with `occurred`
+    total: int
+
+
+def policy_blocks() -> PolicyBlocks:
+    receipts, total = _capped(
+        _receipt_rows(Receipt.objects.filter(lane="policy_blocked")).order_by("-occurred", "-pk"),
+        LIST_LIMIT,
+    )
+    return PolicyBlocks(receipts=receipts, total=total)
+
+
+# --- the page -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReceiptsOverview:
+    queue: ReconciliationQueue
+    contradictions: list[ContradictionFindings]
+    retry_budget: RetryBudgetReport
+    policy_blocks: PolicyBlocks
+
+    @property
+    def contradiction_total(self) -> int:
+        return sum(findings.total for findings in self.contradictions)
+
+
+def receipts_overview(*, now: datetime) -> ReceiptsOverview:
+    policies = tool_policies()
+    return ReceiptsOverview(
+        queue=reconciliation_queue(now=now, policies=policies),
+        contradictions=contradictions(),
+        retry_budget=operations_over_budget(now=now, policies=policies),
+        policy_blocks=policy_blocks(),
+    )

@@ -1,0 +1,188 @@
+"""The triage page, the group page and the actions on groups."""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required, permission_required
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, QueryDict
+from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_POST
+from django_htmx.http import push_url
+
+from triage import roles, selectors, taxonomy
+from triage.forms import BulkActionForm, GroupActionForm, TriageFilterForm
+from triage.models import BulkAction, FailureGroup
+from triage.services import GroupActionError, bulk_action_undo, group_act, groups_bulk_act
+
+BULK_ACTIONS = ("acknowledge", "resolve", "mute", "reopen", "assign")
+
+
+def _is_partial(request: HttpRequest) -> bool:
+    return bool(request.htmx) and not request.htmx.boosted  # type: ignore[attr-defined]
+
+
+@login_required
+@permission_required("triage.view_failuregroup", raise_exception=True)
+def triage_page(request: HttpRequest) -> HttpResponse:
+    form = TriageFilterForm(request.GET or None, initial=TriageFilterForm.DEFAULTS)
+    now = timezone.now()
+    window = form.window_range(now=now)
+    filters = form.filters()
+    overview = selectors.triage_overview(start=window.start, end=window.end, filters=filters)
+    # The shareable URL of this view: only the filters that are set.
+    query = urlencode([(key, value) for key, value in request.GET.items() if value])
+    context = {
+        "form": form,
+        "window": window,
+        "filters": filters,
+        "overview": overview,
+        "query": query,
+        "bulk_form": BulkActionForm(),
+        "bulk_actions": BULK_ACTIONS,
+        "can_act": request.user.has_perm(roles.ACT_ON_GROUP),
+        "last_bulk": _last_bulk(request),
+    }
+    if _is_partial(request):
+        response = render(request, "triage/triage.html#results", context)
+        return push_url(response, f"{request.path}?{query}" if query else request.path)
+    return render(request, "triage/triage.html", context)
+
+
+def _last_bulk(request: HttpRequest) -> BulkAction | None:
+    bulk_id = request.session.get("last_bulk_id")
+    if not bulk_id:
+        return None
+    return BulkAction.objects.filter(
+        pk=bulk_id, undone_at__isnull=True, actor_id=request.user.pk
+    ).first()
+
+
+@login_required
+@permission_required("triage.view_failuregroup", raise_exception=True)
+def group_page(request: HttpRequest, group_id: int) -> HttpResponse:
+    group = get_object_or_404(FailureGroup.objects.select_related("assignee"), pk=group_id)
+    page = selectors.group_records(group=group, before=request.GET.get("before") or None)
+    keys = sorted({r.idempotency_key for r in page.records if r.idempotency_key})
+    timeline, timeline_start = selectors.group_timeline(group=group)
+    context = {
+        "group": group,
+        "info": taxonomy.reason_info(group.reason),
+        "stage_info": taxonomy.STAGE_INFO.get(group.stage),
+        "lane_info": taxonomy.LANE_INFO.get(group.lane),
+        "page": page,
+        "timeline": timeline,
+        "timeline_start": timeline_start,
+        "siblings": selectors.group_siblings(group=group),
+        "receipts": selectors.group_related_receipts(group=group, keys=keys),
+        "events": group.events.select_related("actor")[:50],
+        "action_form": GroupActionForm(),
+        "can_act": request.user.has_perm(roles.ACT_ON_GROUP),
+    }
+    template = "triage/group.html#records" if _is_partial(request) else "triage/group.html"
+    return render(request, template, context)
+
+
+@require_POST
+@login_required
+@permission_required(roles.ACT_ON_GROUP, raise_exception=True)
+def group_act_view(request: HttpRequest, group_id: int) -> HttpResponse:
+    group = get_object_or_404(FailureGroup, pk=group_id)
+    form = GroupActionForm(request.POST)
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            group_act(
+                group=group,
+                actor=request.user,
+                action=data["action"],
+                note=data["note"] or "",
+                assignee=data["assignee"],
+                muted_until=data["muted_until"],
+                mute_count=data["mute_count"],
+            )
+        except GroupActionError as exc:
+            messages.error(request, str(exc))
+        else:
+            messages.success(request, f"{data['action'].capitalize()}: done.")
+    else:
+        messages.error(request, _form_errors(form))
+    return HttpResponseRedirect(reverse("triage:group", args=[group.pk]))
+
+
+@require_POST
+@login_required
+@permission_required(roles.ACT_ON_GROUP, raise_exception=True)
+def bulk_act_view(request: HttpRequest) -> HttpResponse:
+    """Acts on exactly the groups the posted filter shows, if the count still matches."""
+    form = BulkActionForm(request.POST)
+    query = request.POST.get("query", "")
+    back = f"{reverse('triage:home')}?{query}" if query else reverse("triage:home")
+    if not form.is_valid() or form.cleaned_data["action"] not in BULK_ACTIONS:
+        messages.error(request, _form_errors(form) or "Choose an action for the groups.")
+        return HttpResponseRedirect(back)
+    filter_form = TriageFilterForm(_query_dict(query))
+    now = timezone.now()
+    window = filter_form.window_range(now=now)
+    groups = list(
+        selectors.triage_groups_in_window(
+            start=window.start, end=window.end, filters=filter_form.filters()
+        )
+    )
+    data = form.cleaned_data
+    if len(groups) != data["confirm_count"]:
+        messages.error(
+            request,
+            f"The filter now shows {len(groups)} groups, not {data['confirm_count']}: "
+            "nothing was changed. Check the list and confirm again.",
+        )
+        return HttpResponseRedirect(back)
+    try:
+        bulk = groups_bulk_act(
+            groups=groups,
+            actor=request.user,
+            action=data["action"],
+            query=query,
+            note=data["note"] or "",
+            assignee=data["assignee"],
+            muted_until=data["muted_until"],
+            mute_count=data["mute_count"],
+        )
+    except GroupActionError as exc:
+        messages.error(request, str(exc))
+        return HttpResponseRedirect(back)
+    request.session["last_bulk_id"] = bulk.pk
+    messages.success(request, f"{data['action'].capitalize()}: {bulk.group_count} groups.")
+    return HttpResponseRedirect(back)
+
+
+@require_POST
+@login_required
+@permission_required(roles.ACT_ON_GROUP, raise_exception=True)
+def bulk_undo_view(request: HttpRequest, bulk_id: int) -> HttpResponse:
+    bulk = get_object_or_404(BulkAction, pk=bulk_id)
+    try:
+        restored = bulk_action_undo(bulk=bulk, actor=request.user)
+    except GroupActionError as exc:
+        messages.error(request, str(exc))
+    else:
+        skipped = bulk.group_count - restored
+        note = f" ({skipped} changed since and left alone)" if skipped else ""
+        messages.success(request, f"Undid {bulk.action} on {restored} groups{note}.")
+    request.session.pop("last_bulk_id", None)
+    back = f"{reverse('triage:home')}?{bulk.query}" if bulk.query else reverse("triage:home")
+    return HttpResponseRedirect(back)
+
+
+def _query_dict(query: str) -> QueryDict:
+    return QueryDict(query)
+
+
+def _form_errors(form: GroupActionForm) -> str:
+    return " ".join(
+        f"{'' if field == '__all__' else field + ': '}{' '.join(str(e) for e in errors)}"
+        for field, errors in form.errors.items()
+    )

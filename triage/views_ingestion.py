@@ -1,0 +1,228 @@
+"""The ingestion page (batch ledger, API keys, unmapped reasons) and the tool-policy pages."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+from urllib.parse import urlencode
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required, permission_required
+from django.db import IntegrityError, transaction
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404, render
+from django.urls import URLPattern, path, reverse
+from django.utils import timezone
+from django.utils.cache import add_never_cache_headers
+from django.views.decorators.http import require_http_methods, require_POST
+
+from triage import ingestion, roles, selectors
+from triage.forms import ApiKeyCreateForm, ToolPolicyForm
+from triage.models import ApiKey, ToolPolicy
+from triage.services import ApiKeyError, api_key_create, api_key_revoke
+
+VIEW_LEDGER = "triage.view_ingestbatch"
+VIEW_POLICIES = "triage.view_toolpolicy"
+# The first item the "copy this key now" box suggests sending; a test posts it for real.
+CURL_EXAMPLE_BODY = json.dumps(
+    {
+        "items": [
+            {
+                "type": "failure",
+                "id": "first-failure-1",
+                "body": {
+                    "stage": "execute",
+                    "reason": "timeout",
+                    "tool": "getOrderDetail",
+                    "message": "read timed out after 30s",
+                    "evidence": {"timeout_ms": 30000, "request_sent": True},
+                },
+            }
+        ]
+    }
+)
+
+
+def _is_partial(request: HttpRequest) -> bool:
+    return bool(request.htmx) and not request.htmx.boosted  # type: ignore[attr-defined]
+
+
+def _positive_int(value: str | None) -> int | None:
+    """A cursor or id from the URL; anything else means "none" rather than an error page."""
+    if not value or not (value.isascii() and value.isdigit()) or len(value) > 18:
+        return None  # 18 digits fit a 64-bit id column; "²" is a digit but not an int
+    return int(value) or None
+
+
+@dataclass(frozen=True)
+class NewKey:
+    """A key just created: the only moment its secret exists outside the runtime."""
+
+    api_key: ApiKey
+    secret: str
+
+
+def _render_ingestion(
+    request: HttpRequest,
+    *,
+    create_form: ApiKeyCreateForm | None = None,
+    new_key: NewKey | None = None,
+    status: int = 200,
+) -> HttpResponse:
+    before = _positive_int(request.GET.get("before"))
+    selected = _positive_int(request.GET.get("batch"))
+    ledger = ingestion.ingest_ledger(before_id=before)
+    detail = ingestion.ingest_batch_detail(batch_id=selected) if selected else None
+    context: dict[str, Any] = {
+        "ledger": ledger,
+        "before": before,
+        "detail": detail,
+        "detail_on_page": detail is not None
+        and any(batch.pk == detail.batch.pk for batch in ledger.batches),
+    }
+    if _is_partial(request):
+        return render(request, "triage/ingestion.html#ledger", context, status=status)
+    can_manage = request.user.has_perm(roles.MANAGE_API_KEYS)
+    context.update(
+        {
+            "totals": ingestion.ingest_totals(since=timezone.now() - timedelta(hours=24)),
+            "rejected_codes": selectors.rejections_by_code(),
+            "api_keys": list(ingestion.api_keys_list()),
+            "now": timezone.now(),
+            "unmapped": ingestion.unmapped_reasons_queue(),
+            "can_manage_keys": can_manage,
+            "create_form": (create_form or ApiKeyCreateForm()) if can_manage else None,
+            "new_key": new_key,
+            "ingest_url": request.build_absolute_uri(reverse("api:api-ingest")),
+            "read_url": request.build_absolute_uri(reverse("api:api-groups")),
+            "curl_example_body": CURL_EXAMPLE_BODY,
+        }
+    )
+    return render(request, "triage/ingestion.html", context, status=status)
+
+
+@login_required
+@permission_required(VIEW_LEDGER, raise_exception=True)
+def ingestion_page(request: HttpRequest) -> HttpResponse:
+    return _render_ingestion(request)
+
+
+@require_POST
+@login_required
+@permission_required(roles.MANAGE_API_KEYS, raise_exception=True)
+def api_key_create_view(request: HttpRequest) -> HttpResponse:
+    form = ApiKeyCreateForm(request.POST)
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            api_key, secret = api_key_create(
+                name=data["name"],
+                owner=data["owner"].strip(),
+                scopes=data["scopes"],
+                expires_days=data["expires_days"],
+            )
+        except ApiKeyError as exc:
+            form.add_error(None, str(exc))
+        else:
+            # The secret is rendered into this response and nowhere else. Redirecting
+            # (post/redirect/get) would need it to survive until the next request: in the
+            # URL it would reach server logs and browser history, in a message it would sit
+            # in the session or the messages cookie. It is shown once, here, and not cached.
+            response = _render_ingestion(
+                request, new_key=NewKey(api_key=api_key, secret=secret), status=201
+            )
+            add_never_cache_headers(response)
+            return response
+    return _render_ingestion(request, create_form=form, status=400)
+
+
+@require_POST
+@login_required
+@permission_required(roles.MANAGE_API_KEYS, raise_exception=True)
+def api_key_revoke_view(request: HttpRequest, key_id: int) -> HttpResponse:
+    api_key = get_object_or_404(ApiKey, pk=key_id)
+    was_revoked = api_key.revoked_at is not None
+    api_key_revoke(api_key=api_key)
+    if was_revoked:
+        messages.info(request, f"The key {api_key.name} was already revoked.")
+    else:
+        messages.success(
+            request, f"Revoked {api_key.name}: the API now refuses it with 401 revoked_api_key."
+        )
+    return HttpResponseRedirect(reverse("triage:ingestion") + "#keys")
+
+
+# --- tool policies ---------------------------------------------------------------------------
+
+
+@login_required
+@permission_required(VIEW_POLICIES, raise_exception=True)
+def policies_page(request: HttpRequest) -> HttpResponse:
+    text = request.GET.get("q", "").strip()[:200]
+    context = {
+        "policies": list(ingestion.tool_policies(text=text)),
+        "q": text,
+        "can_add": request.user.has_perm(roles.ADD_TOOL_POLICY),
+        "can_change": request.user.has_perm(roles.CHANGE_TOOL_POLICY),
+    }
+    template = (
+        "triage/policies.html#policy-table" if _is_partial(request) else "triage/policies.html"
+    )
+    return render(request, template, context)
+
+
+def _policy_form_page(request: HttpRequest, *, policy: ToolPolicy | None) -> HttpResponse:
+    """GET shows the form; POST saves and goes back to the list, or shows the errors."""
+    if request.method != "POST":
+        form = ToolPolicyForm(instance=policy)
+        return render(request, "triage/policy_form.html", {"form": form, "policy": policy})
+    form = ToolPolicyForm(request.POST, instance=policy)
+    if form.is_valid():
+        try:
+            # validate_unique already caught an existing (collection, tool); this covers
+            # two people saving the same pair at the same moment.
+            with transaction.atomic():
+                saved = form.save()
+        except IntegrityError:
+            form.add_error(None, "A policy for this collection and tool already exists.")
+        else:
+            where = saved.collection or "all collections"
+            verb = "Updated" if policy else "Added"
+            messages.success(request, f"{verb} the policy for {saved.tool} in {where}.")
+            return HttpResponseRedirect(
+                f"{reverse('triage:policies')}?{urlencode({'q': saved.tool})}"
+            )
+    # A duplicate (collection, tool) is the likeliest error: link to the policy to edit instead.
+    existing = ingestion.tool_policy_for(
+        collection=form.cleaned_data.get("collection", ""),
+        tool=form.cleaned_data.get("tool", ""),
+        other_than=policy,
+    )
+    context = {"form": form, "policy": policy, "existing": existing}
+    return render(request, "triage/policy_form.html", context, status=400)
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+@permission_required(roles.ADD_TOOL_POLICY, raise_exception=True)
+def policy_create_view(request: HttpRequest) -> HttpResponse:
+    return _policy_form_page(request, policy=None)
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+@permission_required(roles.CHANGE_TOOL_POLICY, raise_exception=True)
+def policy_edit_view(request: HttpRequest, policy_id: int) -> HttpResponse:
+    return _policy_form_page(request, policy=get_object_or_404(ToolPolicy, pk=policy_id))
+
+
+urlpatterns: list[URLPattern] = [
+    path("ingestion/", ingestion_page, name="ingestion"),
+    path("ingestion/keys/new", api_key_create_view, name="apikey-create"),
+    path("ingestion/keys/<int:key_id>/revoke", api_key_revoke_view, name="apikey-revoke"),
+    path("policies/", policies_page, name="policies"),
+    path("policies/new", policy_create_view, name="policy-create"),
+    path("policies/<int:policy_id>/edit", policy_edit_view, name="policy-edit"),
+]

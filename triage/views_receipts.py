@@ -1,0 +1,94 @@
+"""The receipts page (seed 004) and recording what reconciling uncertain work found."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required, permission_required
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404, render
+from django.urls import URLPattern, path, reverse
+from django.utils import timezone
+from django.views.decorators.http import require_POST
+
+from triage import receipts, roles
+from triage.forms import ReconcileForm
+from triage.models import Receipt, ReconciliationFinding
+from triage.services import receipt_reconcile
+
+VIEW_RECEIPTS = "triage.view_receipt"
+PAGE = "triage/receipts.html"
+QUEUE = "triage/receipts.html#queue"
+
+
+def _is_partial(request: HttpRequest) -> bool:
+    return bool(request.htmx) and not request.htmx.boosted  # type: ignore[attr-defined]
+
+
+def _context(request: HttpRequest, **extra: Any) -> dict[str, Any]:
+    return {
+        "now": timezone.now(),
+        "can_reconcile": request.user.has_perm(roles.RECONCILE_RECEIPT),
+        "findings": ReconciliationFinding.choices,
+        **extra,
+    }
+
+
+def _render(
+    request: HttpRequest,
+    *,
+    notice: str = "",
+    form: ReconcileForm | None = None,
+    receipt_id: int = 0,
+) -> HttpResponse:
+    """The queue alone for htmx, else the whole page; a failed form shows on its own row."""
+    context = _context(request, notice=notice, failed_form=form, failed_receipt_id=receipt_id)
+    if _is_partial(request):
+        return render(
+            request, QUEUE, {**context, "queue": receipts.reconciliation_queue(now=context["now"])}
+        )
+    overview = receipts.receipts_overview(now=context["now"])
+    return render(request, PAGE, {**context, "overview": overview, "queue": overview.queue})
+
+
+@login_required
+@permission_required(VIEW_RECEIPTS, raise_exception=True)
+def receipts_page(request: HttpRequest) -> HttpResponse:
+    return _render(request)
+
+
+@require_POST
+@login_required
+@permission_required(roles.RECONCILE_RECEIPT, raise_exception=True)
+def receipt_reconcile_view(request: HttpRequest, receipt_id: int) -> HttpResponse:
+    receipt = get_object_or_404(Receipt, pk=receipt_id)
+    if not receipts.receipt_awaits_reconciliation(receipt=receipt):
+        notice = f"{receipt.tool_run_id} is not waiting for reconciliation; nothing was recorded."
+        return _done(request, notice=notice, level=messages.WARNING)
+    form = ReconcileForm(request.POST)
+    if not form.is_valid():
+        return _render(request, form=form, receipt_id=receipt.pk)
+    reconciliation = receipt_reconcile(
+        receipt=receipt,
+        actor=request.user,
+        finding=form.cleaned_data["finding"],
+        note=form.cleaned_data["note"],
+    )
+    notice = f"{receipt.tool_run_id} reconciled ({reconciliation.get_finding_display()})."
+    return _done(request, notice=notice, level=messages.SUCCESS)
+
+
+def _done(request: HttpRequest, *, notice: str, level: int) -> HttpResponse:
+    # An htmx swap shows the notice inside the queue; a message would surface a page later.
+    # The redirect lands on the top of the page, where the message is, just above the queue.
+    if _is_partial(request):
+        return _render(request, notice=notice)
+    messages.add_message(request, level, notice)
+    return HttpResponseRedirect(reverse("triage:receipts"))
+
+
+urlpatterns: list[URLPattern] = [
+    path("receipts/", receipts_page, name="receipts"),
+    path("receipts/<int:receipt_id>/reconcile", receipt_reconcile_view, name="receipt-reconcile"),
+]
