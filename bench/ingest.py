@@ -567,6 +567,12 @@ class Measurement:
     def rate(self) -> float:
         return self.records / self.seconds if self.seconds else 0.0
 
+    @property
+    def per_core_second(self) -> float:
+        """Records per CPU-second this run used: the rate with other processes factored out."""
+        used = self.cpu_ours * (os.cpu_count() or 1) * self.seconds
+        return self.records / used if used else 0.0
+
 
 def measure(
     *,
@@ -651,7 +657,8 @@ def measure(
 def print_table(rows: list[Measurement]) -> None:
     header = (
         f"{'path':<7}{'server':<18}{'conns':>6}{'records':>9}{'seconds':>9}{'records/s':>11}"
-        f"{'batch p50':>11}{'p95':>9}{'KB/rec':>8}{'CPU ours':>10}{'others':>8}  db check"
+        f"{'batch p50':>11}{'p95':>9}{'KB/rec':>8}{'CPU ours':>10}{'others':>8}"
+        f"{'rec/core-s':>12}  db check"
     )
     print(header)
     print("-" * len(header))
@@ -660,7 +667,7 @@ def print_table(rows: list[Measurement]) -> None:
             f"{row.path:<7}{row.server:<18}{row.connections:>6}{row.records:>9}"
             f"{row.seconds:>9.2f}{row.rate:>11.0f}{row.p50_ms:>9.0f}ms{row.p95_ms:>7.0f}ms"
             f"{row.kb_per_record:>8.2f}{100 * row.cpu_ours:>9.0f}%"
-            f"{100 * max(0.0, row.cpu_busy - row.cpu_ours):>7.0f}%"
+            f"{100 * max(0.0, row.cpu_busy - row.cpu_ours):>7.0f}%{row.per_core_second:>12.0f}"
             f"  {'ok' if row.consistent else 'MISMATCH'}"
         )
     for row in rows:
@@ -670,13 +677,15 @@ def print_table(rows: list[Measurement]) -> None:
             print(f"  {row.path}: server log (tail):\n{row.server_log}")
     print(
         "CPU: % of all cores during the timed window used by this run (sender, gunicorn, its "
-        "PostgreSQL backends) and by everything else on the machine"
+        "PostgreSQL backends) and by everything else on the machine; rec/core-s: records per "
+        "CPU-second of this run"
     )
     noisy = [row for row in rows if row.cpu_busy - row.cpu_ours > 0.15]
     if noisy:
         print(
             "note: other processes took over 15% of the CPU during "
-            f"{len(noisy)} run(s): those rates understate what this machine can do"
+            f"{len(noisy)} run(s): those rates understate what this machine can do "
+            f"(rec/core-s x {os.cpu_count()} cores bounds the rate on an idle machine)"
         )
 
 

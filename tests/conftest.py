@@ -65,12 +65,13 @@ def ingest_client(make_api_key: Callable[..., str]) -> APIClient:
 def user_with_role(db: Any) -> Callable[[str], Any]:
     """A signed-in-able user holding one of the roles made by migration (or none: "")."""
     from django.contrib.auth import get_user_model
-    from django.contrib.auth.models import Group
+
+    from triage.roles import ensure_role_group
 
     def make(role: str) -> Any:
         user, created = get_user_model().objects.get_or_create(username=f"{role or 'nobody'}-user")
         if created and role:
-            user.groups.add(Group.objects.get(name=role))
+            user.groups.add(ensure_role_group(role))
         return user
 
     return make

@@ -183,7 +183,8 @@ _RECEIPT_STATE_LANES = {
     "started_unknown": "reconcile_first",
     "partially_completed": "manual_investigation",
 }
-_SUCCESS_RESULTS = frozenset({"ok", "success", "succeeded", "completed", "done"})
+# Receipt results that mean the tool run finished as intended.
+SUCCESS_RESULTS = frozenset({"ok", "success", "succeeded", "completed", "done"})
 
 
 def classify_receipt(
@@ -214,7 +215,7 @@ def classify_receipt(
         contradictions.extend(derived.contradictions)
     elif result.lower() == "blocked":
         lane = "policy_blocked"
-    elif result.lower() in _SUCCESS_RESULTS and execution_state == "completed":
+    elif result.lower() in SUCCESS_RESULTS and execution_state == "completed":
         lane = ""
     else:
         lane = _RECEIPT_STATE_LANES.get(execution_state, "")

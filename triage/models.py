@@ -363,7 +363,10 @@ class Receipt(models.Model):
     received_at = models.DateTimeField(default=timezone.now, db_index=True)
 
     class Meta:
-        indexes = [models.Index(fields=["execution_state", "-received_at"], name="receipt_state")]
+        indexes = [
+            models.Index(fields=["execution_state", "-received_at"], name="receipt_state"),
+            models.Index(fields=["lane", "-received_at"], name="receipt_lane"),
+        ]
         permissions = [("reconcile_receipt", "Can record what reconciling uncertain work found")]
 
     def __str__(self) -> str:

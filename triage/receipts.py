@@ -29,14 +29,15 @@ from django.db.models import (
     Window,
 )
 from django.db.models.functions import Coalesce, Lower
+from django.utils import timezone
 from django.utils.timesince import timesince
 
 # One definition of "completed-like", shared with how ingest gives receipts their lane.
-from triage.lanes import _SUCCESS_RESULTS
+from triage.lanes import SUCCESS_RESULTS
 from triage.models import AuditEvent, Receipt, Reconciliation, ToolPolicy
 from triage.selectors import UNCERTAIN_STATES
 
-COMPLETED_RESULTS = tuple(sorted(_SUCCESS_RESULTS))
+COMPLETED_RESULTS = tuple(sorted(SUCCESS_RESULTS))
 LIST_LIMIT = 50
 RECENT_RECONCILIATIONS = 20
 # The retry-budget scan reads failed receipts of the last 24 hours, at most this many rows,
@@ -303,12 +304,10 @@ def _not_started_rows(limit: int) -> tuple[list[ContradictionRow], int]:
             target = f"{call.method} {call.host}{call.path}".strip()
             status = f" → {call.status}" if call.status else " (no status)"
             matched = "run id" if call.tool_run_id else "idempotency key"
-            seen = (
-                f"audit saw {target}{status} at {call.occurred_at:%Y-%m-%d %H:%M:%S} (by {matched})"
-            )
-        rows.append(
-            _row(receipt, claim=f"not_started ({receipt.result} {receipt.code})", evidence=seen)
-        )
+            at = timezone.localtime(call.occurred_at)
+            seen = f"audit saw {target}{status} at {at:%Y-%m-%d %H:%M:%S} (matched by {matched})"
+        said = " ".join(part for part in (receipt.result, receipt.code) if part)
+        rows.append(_row(receipt, claim=f"not_started ({said})", evidence=seen))
     return rows, total
 
 

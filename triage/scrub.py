@@ -512,6 +512,15 @@ def _snake_case(key: str) -> str:
     return _NON_ALNUM.sub("_", snake).strip("_").lower()
 
 
+def _hashed_key_name(snake: str) -> str:
+    """user_id -> user_id_hash; just the identifier part if the rest would look secret."""
+    name = snake + "_hash"
+    if scrub_text(name) == name:
+        return name
+    match = _IDENTIFIER_KEY_RE.search(snake)
+    return (match.group().lstrip("_") if match else "identifier") + "_hash"
+
+
 def _classify_key_uncached(key: str, header: bool) -> tuple[int, str]:
     if _REDACTED_KEY_RE.match(key):
         return _PLAIN, ""
@@ -520,13 +529,13 @@ def _classify_key_uncached(key: str, header: bool) -> tuple[int, str]:
         if snake.endswith("_hash"):
             return _PLAIN, ""
         if _IDENTIFIER_KEY_RE.search(snake):
-            return _IDENTIFIER, snake + "_hash"
+            return _IDENTIFIER, _hashed_key_name(snake)
         lowered = key.lower()
         if any(part in lowered for part in _SENSITIVE_HEADER_PARTS):
             return _SECRET, ""
         return _PLAIN, ""
     if _IDENTIFIER_KEY_RE.search(snake):
-        return _IDENTIFIER, snake + "_hash"
+        return _IDENTIFIER, _hashed_key_name(snake)
     if snake.endswith(_ALLOWED_SUFFIXES):
         return _PLAIN, ""
     if _ENGINE_RAW_PAYLOAD_KEY_RE.search(key) or _ENGINE_RAW_PAYLOAD_KEY_RE.search(snake):

@@ -266,12 +266,23 @@ def groups_unmute_expired(*, now: datetime) -> int:
 # --- receipts -----------------------------------------------------------------------------
 
 
+class ReconcileError(ValueError):
+    """The reconciliation cannot be recorded as asked."""
+
+
 def receipt_reconcile(*, receipt: Receipt, actor: Any, finding: str, note: str) -> Reconciliation:
-    """Record what checking uncertain work found; the receipt then leaves the queue."""
+    """Record what checking uncertain work found; the receipt then leaves the queue.
+
+    The receipt row is locked so two operators reconciling at once record one finding.
+    """
     if finding not in ReconciliationFinding.values:
-        raise ValueError(f"finding must be one of {', '.join(ReconciliationFinding.values)}")
+        raise ReconcileError(f"finding must be one of {', '.join(ReconciliationFinding.values)}")
     if not note.strip():
-        raise ValueError("Say what you checked and what you found.")
-    return Reconciliation.objects.create(
-        receipt=receipt, actor=actor, finding=finding, note=note.strip()
-    )
+        raise ReconcileError("Say what you checked and what you found.")
+    with transaction.atomic():
+        Receipt.objects.select_for_update().filter(pk=receipt.pk).first()
+        if Reconciliation.objects.filter(receipt=receipt).exists():
+            raise ReconcileError(f"{receipt.tool_run_id} was already reconciled.")
+        return Reconciliation.objects.create(
+            receipt=receipt, actor=actor, finding=finding, note=note.strip()
+        )

@@ -15,14 +15,11 @@ from django_htmx.http import push_url
 
 from triage import roles, selectors, taxonomy
 from triage.forms import BulkActionForm, GroupActionForm, TriageFilterForm
+from triage.http import is_partial
 from triage.models import BulkAction, FailureGroup
 from triage.services import GroupActionError, bulk_action_undo, group_act, groups_bulk_act
 
 BULK_ACTIONS = ("acknowledge", "resolve", "mute", "reopen", "assign")
-
-
-def _is_partial(request: HttpRequest) -> bool:
-    return bool(request.htmx) and not request.htmx.boosted  # type: ignore[attr-defined]
 
 
 @login_required
@@ -46,7 +43,7 @@ def triage_page(request: HttpRequest) -> HttpResponse:
         "can_act": request.user.has_perm(roles.ACT_ON_GROUP),
         "last_bulk": _last_bulk(request),
     }
-    if _is_partial(request):
+    if is_partial(request):
         response = render(request, "triage/triage.html#results", context)
         return push_url(response, f"{request.path}?{query}" if query else request.path)
     return render(request, "triage/triage.html", context)
@@ -82,7 +79,7 @@ def group_page(request: HttpRequest, group_id: int) -> HttpResponse:
         "action_form": GroupActionForm(),
         "can_act": request.user.has_perm(roles.ACT_ON_GROUP),
     }
-    template = "triage/group.html#records" if _is_partial(request) else "triage/group.html"
+    template = "triage/group.html#records" if is_partial(request) else "triage/group.html"
     return render(request, template, context)
 
 

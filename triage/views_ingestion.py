@@ -20,6 +20,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from triage import ingestion, roles, selectors
 from triage.forms import ApiKeyCreateForm, ToolPolicyForm
+from triage.http import is_partial
 from triage.models import ApiKey, ToolPolicy
 from triage.services import ApiKeyError, api_key_create, api_key_revoke
 
@@ -43,10 +44,6 @@ CURL_EXAMPLE_BODY = json.dumps(
         ]
     }
 )
-
-
-def _is_partial(request: HttpRequest) -> bool:
-    return bool(request.htmx) and not request.htmx.boosted  # type: ignore[attr-defined]
 
 
 def _positive_int(value: str | None) -> int | None:
@@ -82,7 +79,7 @@ def _render_ingestion(
         "detail_on_page": detail is not None
         and any(batch.pk == detail.batch.pk for batch in ledger.batches),
     }
-    if _is_partial(request):
+    if is_partial(request):
         return render(request, "triage/ingestion.html#ledger", context, status=status)
     can_manage = request.user.has_perm(roles.MANAGE_API_KEYS)
     context.update(
@@ -168,7 +165,7 @@ def policies_page(request: HttpRequest) -> HttpResponse:
         "can_change": request.user.has_perm(roles.CHANGE_TOOL_POLICY),
     }
     template = (
-        "triage/policies.html#policy-table" if _is_partial(request) else "triage/policies.html"
+        "triage/policies.html#policy-table" if is_partial(request) else "triage/policies.html"
     )
     return render(request, template, context)
 

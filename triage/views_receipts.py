@@ -14,16 +14,13 @@ from django.views.decorators.http import require_POST
 
 from triage import receipts, roles
 from triage.forms import ReconcileForm
+from triage.http import is_partial
 from triage.models import Receipt, ReconciliationFinding
-from triage.services import receipt_reconcile
+from triage.services import ReconcileError, receipt_reconcile
 
 VIEW_RECEIPTS = "triage.view_receipt"
 PAGE = "triage/receipts.html"
 QUEUE = "triage/receipts.html#queue"
-
-
-def _is_partial(request: HttpRequest) -> bool:
-    return bool(request.htmx) and not request.htmx.boosted  # type: ignore[attr-defined]
 
 
 def _context(request: HttpRequest, **extra: Any) -> dict[str, Any]:
@@ -39,12 +36,19 @@ def _render(
     request: HttpRequest,
     *,
     notice: str = "",
+    notice_tag: str = "success",
     form: ReconcileForm | None = None,
     receipt_id: int = 0,
 ) -> HttpResponse:
     """The queue alone for htmx, else the whole page; a failed form shows on its own row."""
-    context = _context(request, notice=notice, failed_form=form, failed_receipt_id=receipt_id)
-    if _is_partial(request):
+    context = _context(
+        request,
+        notice=notice,
+        notice_tag=notice_tag,
+        failed_form=form,
+        failed_receipt_id=receipt_id,
+    )
+    if is_partial(request):
         return render(
             request, QUEUE, {**context, "queue": receipts.reconciliation_queue(now=context["now"])}
         )
@@ -69,12 +73,15 @@ def receipt_reconcile_view(request: HttpRequest, receipt_id: int) -> HttpRespons
     form = ReconcileForm(request.POST)
     if not form.is_valid():
         return _render(request, form=form, receipt_id=receipt.pk)
-    reconciliation = receipt_reconcile(
-        receipt=receipt,
-        actor=request.user,
-        finding=form.cleaned_data["finding"],
-        note=form.cleaned_data["note"],
-    )
+    try:
+        reconciliation = receipt_reconcile(
+            receipt=receipt,
+            actor=request.user,
+            finding=form.cleaned_data["finding"],
+            note=form.cleaned_data["note"],
+        )
+    except ReconcileError as exc:
+        return _done(request, notice=str(exc), level=messages.WARNING)
     notice = f"{receipt.tool_run_id} reconciled ({reconciliation.get_finding_display()})."
     return _done(request, notice=notice, level=messages.SUCCESS)
 
@@ -82,8 +89,8 @@ def receipt_reconcile_view(request: HttpRequest, receipt_id: int) -> HttpRespons
 def _done(request: HttpRequest, *, notice: str, level: int) -> HttpResponse:
     # An htmx swap shows the notice inside the queue; a message would surface a page later.
     # The redirect lands on the top of the page, where the message is, just above the queue.
-    if _is_partial(request):
-        return _render(request, notice=notice)
+    if is_partial(request):
+        return _render(request, notice=notice, notice_tag=messages.DEFAULT_TAGS[level])
     messages.add_message(request, level, notice)
     return HttpResponseRedirect(reverse("triage:receipts"))
 

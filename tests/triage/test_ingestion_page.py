@@ -7,7 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
@@ -24,24 +24,14 @@ KEY_PATTERN = re.compile(r"td_[0-9a-f]{12}_[A-Za-z0-9_-]{32}")
 
 
 @pytest.fixture
-def make_user(db: Any) -> Callable[..., User]:
-    def make(role: str) -> User:
-        user = User.objects.create_user(f"{role}-person")
-        user.groups.add(Group.objects.get(name=role))
-        return user
-
-    return make
-
-
-@pytest.fixture
-def viewer_client(client: Client, make_user: Callable[..., User]) -> Client:
-    client.force_login(make_user("viewer"))
+def viewer_client(client: Client, user_with_role: Callable[..., User]) -> Client:
+    client.force_login(user_with_role("viewer"))
     return client
 
 
 @pytest.fixture
-def admin_client(client: Client, make_user: Callable[..., User]) -> Client:
-    client.force_login(make_user("admin"))
+def admin_client(client: Client, user_with_role: Callable[..., User]) -> Client:
+    client.force_login(user_with_role("admin"))
     return client
 
 
@@ -239,7 +229,7 @@ def test_revoking_a_key_makes_the_api_refuse_it(admin_client: Client, make_api_k
 
 
 def test_an_admin_sees_the_key_forms_and_a_viewer_only_the_table(
-    admin_client: Client, make_api_key: Any, make_user: Callable[..., User]
+    admin_client: Client, make_api_key: Any, user_with_role: Callable[..., User]
 ) -> None:
     make_api_key("shown")
     api_key = ApiKey.objects.get()
@@ -248,7 +238,7 @@ def test_an_admin_sees_the_key_forms_and_a_viewer_only_the_table(
     assert f'action="/ingestion/keys/{api_key.pk}/revoke"' in admin_page
     assert "return confirm(" in admin_page
     viewer = Client()
-    viewer.force_login(make_user("viewer"))
+    viewer.force_login(user_with_role("viewer"))
     viewer_page = viewer.get(URL).content.decode()
     assert f"td_{api_key.lookup_id}_…" in viewer_page
     assert "/ingestion/keys/" not in viewer_page
@@ -256,11 +246,11 @@ def test_an_admin_sees_the_key_forms_and_a_viewer_only_the_table(
 
 @pytest.mark.parametrize("role", ["viewer", "operator", "reviewer"])
 def test_only_admins_create_or_revoke_keys(
-    client: Client, make_user: Callable[..., User], make_api_key: Any, role: str
+    client: Client, user_with_role: Callable[..., User], make_api_key: Any, role: str
 ) -> None:
     make_api_key("kept")
     api_key = ApiKey.objects.get()
-    client.force_login(make_user(role))
+    client.force_login(user_with_role(role))
     assert client.post(CREATE_URL, {"name": "sneaky", "scopes": ["ingest"]}).status_code == 403
     assert client.post(f"/ingestion/keys/{api_key.pk}/revoke").status_code == 403
     api_key.refresh_from_db()
@@ -274,9 +264,9 @@ def test_key_actions_need_post(admin_client: Client, make_api_key: Any) -> None:
     assert admin_client.get(f"/ingestion/keys/{api_key.pk}/revoke").status_code == 405
 
 
-def test_a_post_without_the_csrf_token_is_refused(make_user: Callable[..., User]) -> None:
+def test_a_post_without_the_csrf_token_is_refused(user_with_role: Callable[..., User]) -> None:
     client = Client(enforce_csrf_checks=True)
-    client.force_login(make_user("admin"))
+    client.force_login(user_with_role("admin"))
     response = client.post(CREATE_URL, {"name": "forged", "scopes": ["ingest"]})
     assert response.status_code == 403
     assert not ApiKey.objects.exists()

@@ -5,7 +5,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import User
 from django.test import Client
 from rest_framework.test import APIClient
 
@@ -18,24 +18,14 @@ URL = "/policies/"
 CREATE_URL = "/policies/new"
 
 
-@pytest.fixture
-def make_user(db: Any) -> Callable[..., User]:
-    def make(role: str) -> User:
-        user = User.objects.create_user(f"{role}-person")
-        user.groups.add(Group.objects.get(name=role))
-        return user
-
-    return make
-
-
 def make_policy(**fields: Any) -> ToolPolicy:
     policy: ToolPolicy = ToolPolicyFactory.create(**fields)
     return policy
 
 
-def signed_in(make_user: Callable[..., User], role: str) -> Client:
+def signed_in(user_with_role: Callable[..., User], role: str) -> Client:
     client = Client()
-    client.force_login(make_user(role))
+    client.force_login(user_with_role(role))
     return client
 
 
@@ -64,10 +54,10 @@ def ingest_timeout(api_client: APIClient, tool: str) -> FailureRecord:
 
 
 def test_a_viewer_sees_the_policies_but_no_way_to_change_them(
-    make_user: Callable[..., User],
+    user_with_role: Callable[..., User],
 ) -> None:
     policy = make_policy(collection="", tool="sendInvoice", side_effect="external_write")
-    client = signed_in(make_user, "viewer")
+    client = signed_in(user_with_role, "viewer")
     response = client.get(URL)
     assert response.status_code == 200
     assert "triage/policies.html" in [template.name for template in response.templates]
@@ -89,25 +79,27 @@ def test_anonymous_people_are_sent_to_sign_in(client: Client) -> None:
         assert response["Location"].startswith("/accounts/login/")
 
 
-def test_an_operator_may_edit_but_only_an_admin_may_add(make_user: Callable[..., User]) -> None:
+def test_an_operator_may_edit_but_only_an_admin_may_add(
+    user_with_role: Callable[..., User],
+) -> None:
     policy = make_policy(tool="sendInvoice")
-    operator = signed_in(make_user, "operator")
+    operator = signed_in(user_with_role, "operator")
     content = operator.get(URL).content.decode()
     assert f'href="/policies/{policy.pk}/edit"' in content
     assert 'href="/policies/new"' not in content
     assert operator.get(CREATE_URL).status_code == 403
-    admin = signed_in(make_user, "admin")
+    admin = signed_in(user_with_role, "admin")
     assert 'href="/policies/new"' in admin.get(URL).content.decode()
     assert admin.get(CREATE_URL).status_code == 200
 
 
 def test_an_edited_policy_classifies_the_next_timeout(
-    make_user: Callable[..., User], ingest_client: APIClient
+    user_with_role: Callable[..., User], ingest_client: APIClient
 ) -> None:
     policy = make_policy(collection="shop", tool="sendInvoice", side_effect="read")
     assert ingest_timeout(ingest_client, "sendInvoice").lane == "retry_safe"
 
-    operator = signed_in(make_user, "operator")
+    operator = signed_in(user_with_role, "operator")
     form_page = operator.get(f"/policies/{policy.pk}/edit")
     assert form_page.status_code == 200
     assert "triage/policy_form.html" in [template.name for template in form_page.templates]
@@ -127,9 +119,9 @@ def test_an_edited_policy_classifies_the_next_timeout(
 
 
 def test_approval_turns_auth_preflight_failures_into_policy_blocked(
-    make_user: Callable[..., User], ingest_client: APIClient
+    user_with_role: Callable[..., User], ingest_client: APIClient
 ) -> None:
-    admin = signed_in(make_user, "admin")
+    admin = signed_in(user_with_role, "admin")
     data = policy_data(tool="publishRelease", side_effect="external_write", approval_required="on")
     assert admin.post(CREATE_URL, data).status_code == 302
     item = failure_item(
@@ -143,10 +135,10 @@ def test_approval_turns_auth_preflight_failures_into_policy_blocked(
 
 @pytest.mark.parametrize("collection", ["shop", ""])
 def test_a_duplicate_policy_is_a_form_error_not_a_crash(
-    make_user: Callable[..., User], collection: str
+    user_with_role: Callable[..., User], collection: str
 ) -> None:
     existing = make_policy(collection=collection, tool="sendInvoice")
-    admin = signed_in(make_user, "admin")
+    admin = signed_in(user_with_role, "admin")
     response = admin.post(CREATE_URL, policy_data(collection=collection, tool="sendInvoice"))
     assert response.status_code == 400
     content = response.content.decode()
@@ -156,11 +148,11 @@ def test_a_duplicate_policy_is_a_form_error_not_a_crash(
 
 
 def test_editing_a_policy_into_another_ones_pair_is_refused(
-    make_user: Callable[..., User],
+    user_with_role: Callable[..., User],
 ) -> None:
     make_policy(collection="shop", tool="sendInvoice")
     other = make_policy(collection="shop", tool="getOrder")
-    operator = signed_in(make_user, "operator")
+    operator = signed_in(user_with_role, "operator")
     response = operator.post(f"/policies/{other.pk}/edit", policy_data(other, tool="sendInvoice"))
     assert response.status_code == 400
     assert "already exists" in response.content.decode()
@@ -168,8 +160,8 @@ def test_editing_a_policy_into_another_ones_pair_is_refused(
     assert other.tool == "getOrder"
 
 
-def test_invalid_values_are_shown_next_to_their_fields(make_user: Callable[..., User]) -> None:
-    admin = signed_in(make_user, "admin")
+def test_invalid_values_are_shown_next_to_their_fields(user_with_role: Any) -> None:
+    admin = signed_in(user_with_role, "admin")
     response = admin.post(
         CREATE_URL, policy_data(tool="", timeout_after_send_lane="sideways", retry_max_attempts=-1)
     )
@@ -181,11 +173,11 @@ def test_invalid_values_are_shown_next_to_their_fields(make_user: Callable[..., 
 
 
 def test_the_filter_matches_collection_or_tool_and_htmx_gets_the_table(
-    make_user: Callable[..., User],
+    user_with_role: Callable[..., User],
 ) -> None:
     make_policy(collection="shop", tool="sendInvoice")
     make_policy(collection="billing", tool="refund")
-    client = signed_in(make_user, "viewer")
+    client = signed_in(user_with_role, "viewer")
     content = client.get(URL, {"q": "BILL"}).content.decode()
     assert "refund" in content and "sendInvoice" not in content
     partial = client.get(URL, {"q": "invoice"}, headers={"HX-Request": "true"})
@@ -194,10 +186,12 @@ def test_the_filter_matches_collection_or_tool_and_htmx_gets_the_table(
     assert "sendInvoice" in text and "refund" not in text and "<html" not in text
 
 
-def test_a_policy_post_without_the_csrf_token_is_refused(make_user: Callable[..., User]) -> None:
+def test_a_policy_post_without_the_csrf_token_is_refused(
+    user_with_role: Callable[..., User],
+) -> None:
     policy = make_policy(tool="sendInvoice", side_effect="read")
     client = Client(enforce_csrf_checks=True)
-    client.force_login(make_user("admin"))
+    client.force_login(user_with_role("admin"))
     response = client.post(
         f"/policies/{policy.pk}/edit", policy_data(policy, side_effect="privileged")
     )

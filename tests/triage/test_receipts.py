@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -18,6 +17,7 @@ from rest_framework.test import APIClient
 from tests.factories import ToolPolicyFactory, audit_item, receipt_item
 from triage import receipts
 from triage.models import AuditEvent, Receipt, Reconciliation
+from triage.roles import ensure_role_group
 
 pytestmark = pytest.mark.django_db
 
@@ -41,7 +41,7 @@ def _ingest(client: APIClient, *items: dict[str, Any]) -> None:
 
 def _user(role: str, username: str | None = None) -> Any:
     user = get_user_model().objects.create_user(username=username or role, password="unused-pw")
-    user.groups.add(Group.objects.get(name=role))
+    user.groups.add(ensure_role_group(role))
     return user
 
 
@@ -347,7 +347,7 @@ def test_not_started_is_contradicted_by_an_audited_call(
     assert sorted(row.tool_run_id for row in rows) == ["tr_by_key", "tr_by_run"]
     by_run = next(row for row in rows if row.tool_run_id == "tr_by_run")
     assert "POST orders.internal/release-notes (no status)" in by_run.evidence
-    assert "by run id" in by_run.evidence
+    assert "matched by run id" in by_run.evidence
     assert (
         "by idempotency key" in next(row for row in rows if row.tool_run_id == "tr_by_key").evidence
     )
