@@ -477,17 +477,17 @@ def free_port() -> int:
 
 
 def stop(process: subprocess.Popen[Any], *, group: bool) -> None:
-    if process.poll() is not None:
-        return
-    process.terminate()  # gunicorn: graceful stop of the master and its workers
-    try:
-        process.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        if group:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-        process.kill()
-        process.wait()
+    """Stop a child; with `group`, also whatever is left of its own process group."""
+    if process.poll() is None:
+        process.terminate()  # gunicorn: graceful stop of the master and its workers
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    if group:  # a worker the master could not reap (the group is the child's own session)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
 
 
 @contextlib.contextmanager

@@ -15,13 +15,12 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Case, F, PositiveIntegerField, Q, Value, When
-from django.db.models.functions import Greatest, Least
+from django.db.models import JSONField, Q
 from django.utils import timezone
 
 from triage import taxonomy
@@ -276,8 +275,12 @@ def batch_ingest(
                 "duration_ms",
             ]
         )
-        if api_key is not None:
-            ApiKey.objects.filter(pk=api_key.pk).update(last_used_at=now)
+    if api_key is not None:
+        # Outside the transaction and at most once a minute: every batch of a key would
+        # otherwise queue on this one row until the batch commits.
+        ApiKey.objects.filter(pk=api_key.pk).filter(
+            Q(last_used_at__isnull=True) | Q(last_used_at__lt=now - timedelta(minutes=1))
+        ).update(last_used_at=now)
 
     outcomes = [ItemOutcome(p.index, p.client_id, ACCEPTED) for p in claimed]
     outcomes += [ItemOutcome(p.index, p.client_id, DUPLICATE) for p in duplicates]
@@ -497,8 +500,34 @@ def _store_failures(
         group = groups[_group_key(record)]
         record.group = group
         deltas[group.pk].add(record)
-    FailureRecord.objects.bulk_create(records, batch_size=500)
-    _apply_group_deltas(deltas, {group.pk: group for group in groups.values()}, now=now)
+    _insert_records(records)
+    _apply_group_deltas(deltas, now=now)
+
+
+_RECORD_FIELDS = [f for f in FailureRecord._meta.concrete_fields if not f.primary_key]
+_RECORD_COPY = "COPY {} ({}) FROM STDIN".format(
+    FailureRecord._meta.db_table, ", ".join(f.column for f in _RECORD_FIELDS)
+)
+
+
+def _insert_records(records: list[FailureRecord]) -> None:
+    """Insert a batch's records; on PostgreSQL with COPY, about four times faster than
+    bulk_create's parameter arrays (measured by bench/ingest.py). Nothing reads their ids."""
+    if connection.vendor != "postgresql":
+        FailureRecord.objects.bulk_create(records, batch_size=500)
+        return
+    # Only JSON columns need adapting for COPY; every other value goes as it is.
+    json_columns = {
+        index: field for index, field in enumerate(_RECORD_FIELDS) if isinstance(field, JSONField)
+    }
+    attnames = [field.attname for field in _RECORD_FIELDS]
+    adapt_json = connection.ops.adapt_json_value
+    with connection.cursor() as cursor, cursor.cursor.copy(_RECORD_COPY) as copy:
+        for record in records:
+            row = [getattr(record, name) for name in attnames]
+            for index, field in json_columns.items():
+                row[index] = adapt_json(row[index], field.encoder)
+            copy.write_row(row)
 
 
 def _group_key(record: FailureRecord) -> tuple[str, str, str, str]:
@@ -536,51 +565,92 @@ def _groups_for(records: list[FailureRecord]) -> dict[tuple[str, str, str, str],
     return {key: found[key] for key in keys}
 
 
-def _apply_group_deltas(
-    deltas: dict[int, _GroupDelta], groups: dict[int, FailureGroup], *, now: datetime
-) -> None:
-    """Add this batch's counts to each group with relative UPDATEs (safe under concurrency).
+_GROUP_TABLE = FailureGroup._meta.db_table
+# One UPDATE for all the groups of a batch, joined to the batch's deltas. The same text runs
+# on PostgreSQL and SQLite (UPDATE ... FROM, a CTE with named columns); only the names of
+# the two-argument min/max differ. Every SET expression reads the row as it was.
+_GROUP_UPDATE = """
+WITH d(id, n, r, c, fs, ls, lane) AS (VALUES {values})
+UPDATE {table} SET
+    count = {table}.count + d.n,
+    retryable_count = {table}.retryable_count + d.r,
+    contradiction_count = {table}.contradiction_count + d.c,
+    first_seen = {least}({table}.first_seen, d.fs),
+    last_seen = {greatest}({table}.last_seen, d.ls),
+    lane = CASE WHEN {table}.last_seen <= d.ls THEN d.lane ELSE {table}.lane END,
+    status = CASE
+        WHEN {table}.status = 'resolved' THEN 'regressed'
+        WHEN {unmute} THEN 'open'
+        ELSE {table}.status END,
+    status_changed_at = CASE
+        WHEN {table}.status = 'resolved' OR {unmute} THEN %s
+        ELSE {table}.status_changed_at END,
+    mute_remaining_count = CASE
+        WHEN {unmute} THEN NULL
+        WHEN {table}.status = 'muted' AND {table}.mute_remaining_count IS NOT NULL
+            THEN {table}.mute_remaining_count - d.n
+        ELSE {table}.mute_remaining_count END,
+    muted_until = CASE WHEN {unmute} THEN NULL ELSE {table}.muted_until END
+FROM d WHERE {table}.id = d.id
+"""
+_UNMUTE = (
+    "({table}.status = 'muted' AND ({table}.mute_remaining_count <= d.n "
+    "OR {table}.muted_until <= %s))"
+)
 
-    A resolved group that sees a record is regressed; a mute ends when its count of new
-    records or its time runs out. Both leave a row in the group's history.
+
+def _apply_group_deltas(deltas: dict[int, _GroupDelta], *, now: datetime) -> None:
+    """Add this batch's counts to its groups in one relative UPDATE (safe under concurrency).
+
+    The groups are locked in id order first, so concurrent batches never deadlock, and their
+    status is read under that lock: a resolved group that sees a record is regressed and a
+    mute ends when its count of new records or its time runs out, each with a history row.
     """
-    muted = Q(status=GroupStatus.MUTED)
-    events: list[GroupEvent] = []
-    for group_id in sorted(deltas):
-        delta = deltas[group_id]
-        count_ran_out = muted & Q(mute_remaining_count__lte=delta.count)
-        time_ran_out = muted & Q(muted_until__lte=now)
-        unmute = count_ran_out | time_ran_out
-        FailureGroup.objects.filter(pk=group_id).update(
-            count=F("count") + delta.count,
-            retryable_count=F("retryable_count") + delta.retryable,
-            contradiction_count=F("contradiction_count") + delta.contradictions,
-            first_seen=Least(F("first_seen"), Value(delta.first_seen)),
-            last_seen=Greatest(F("last_seen"), Value(delta.last_seen)),
-            lane=Case(
-                When(last_seen__lte=delta.last_seen, then=Value(delta.lane)), default=F("lane")
-            ),
-            status=Case(
-                When(status=GroupStatus.RESOLVED, then=Value(GroupStatus.REGRESSED)),
-                When(unmute, then=Value(GroupStatus.OPEN)),
-                default=F("status"),
-            ),
-            status_changed_at=Case(
-                When(Q(status=GroupStatus.RESOLVED) | unmute, then=Value(now)),
-                default=F("status_changed_at"),
-            ),
-            mute_remaining_count=Case(
-                When(unmute, then=Value(None)),
-                When(
-                    muted & Q(mute_remaining_count__isnull=False),
-                    then=F("mute_remaining_count") - delta.count,
-                ),
-                default=F("mute_remaining_count"),
-                output_field=PositiveIntegerField(null=True),
-            ),
-            muted_until=Case(When(unmute, then=Value(None)), default=F("muted_until")),
+    if not deltas:
+        return
+    ids = sorted(deltas)
+    locked = (
+        FailureGroup.objects.select_for_update(no_key=True)
+        .filter(pk__in=ids)
+        .order_by("pk")
+        .only("pk", "status", "mute_remaining_count", "muted_until")
+    )
+    events = [
+        event for group in locked for event in _status_events(group, deltas[group.pk], now=now)
+    ]
+    ops = connection.ops
+    postgres = connection.vendor == "postgresql"
+    row = "(%s, %s, %s, %s, %s, %s, %s)"
+    if postgres:  # untyped VALUES parameters need their types in the first row
+        row = (
+            "(%s::bigint, %s::bigint, %s::bigint, %s::bigint, "
+            "%s::timestamptz, %s::timestamptz, %s::varchar)"
         )
-        events.extend(_status_events(groups[group_id], delta, now=now))
+    params: list[Any] = []
+    for group_id in ids:
+        delta = deltas[group_id]
+        params += [
+            group_id,
+            delta.count,
+            delta.retryable,
+            delta.contradictions,
+            ops.adapt_datetimefield_value(delta.first_seen),
+            ops.adapt_datetimefield_value(delta.last_seen),
+            delta.lane,
+        ]
+    unmute = _UNMUTE.format(table=_GROUP_TABLE)
+    sql = _GROUP_UPDATE.format(
+        values=", ".join([row] * len(ids)),
+        table=_GROUP_TABLE,
+        least="LEAST" if postgres else "MIN",
+        greatest="GREATEST" if postgres else "MAX",
+        unmute=unmute,
+    )
+    stamp = ops.adapt_datetimefield_value(now)
+    # The placeholders after VALUES are all `now`: one in each of the four unmute tests
+    # and the new status_changed_at.
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*params, *[stamp] * 5])
     GroupEvent.objects.bulk_create(events)
     _upsert_increments(
         FailureGroupBucket._meta.db_table,

@@ -1,0 +1,390 @@
+"""Quality Lab case assertions: parse both documented styles, evaluate them on an outcome.
+
+Two styles reach us from case files (graph-tool-call's Quality Lab docs and seed 000):
+
+* the typed list::
+
+      [{"type": "top_k_contains", "tool": "getOrderDetail", "k": 8},
+       {"type": "selected_target", "equals": "getOrderDetail"},
+       {"type": "plan_contains_tool", "tool": "getOrderDetail"},
+       {"type": "http_status", "equals": 200},            # or {"in": [200, 201]}
+       {"type": "json_path_exists", "path": "$.orderNo"}]
+
+* the object::
+
+      {"selected_target": "getOrderDetail",
+       "allowed_failure_reasons": ["auth_context_required", "auth_failed", "http_4xx"],
+       "uncaught_server_error": false}
+
+Both parse (:func:`parse_assertions`, called by ``CaseSpec.from_json``) into one
+:class:`AssertionSet`, so an unknown type, a bad value or an assertion the case's mode can
+never evaluate is a :class:`CaseSpecError` naming the field when the case is imported, never
+a surprise at run time. ``allowed_failure_reasons`` must be taxonomy reason codes (a typo
+would otherwise never match and silently turn a known failure into a red case).
+
+:func:`evaluate` reads only the JSON-able sections of a finished ``CaseOutcome`` (the engine
+pre-evaluates the JSON paths a case asks about into ``execute.json_paths``), so a stored
+outcome can be re-evaluated later. Each result is ``{name, expected, actual, passed}``;
+``passed`` is ``None`` when the stage the assertion reads never ran (for example
+``http_status`` after an auth preflight stop). :func:`decide` turns failure + results into
+the case status: a failure whose reason is in ``allowed_failure_reasons`` does not fail the
+case (``failure_allowed`` records that), any assertion with ``passed is False`` does.
+
+Learning assertions (``shadow_rank_lte_current_rank``, ``selected_target_changed``,
+``raw_secret_present``, ``promotion_status``) belong to the learning review, which is not
+built yet: they are rejected with a clear error rather than half-evaluated.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from triage import taxonomy
+
+if TYPE_CHECKING:
+    from qualitylab.engine import CaseOutcome
+
+MODES: tuple[str, ...] = ("search", "plan", "execute")
+
+ASSERTION_TYPES: tuple[str, ...] = (
+    "top_k_contains",
+    "selected_target",
+    "plan_contains_tool",
+    "http_status",
+    "json_path_exists",
+)
+
+# The stage an assertion reads decides which modes can ever evaluate it.
+_MODES_FOR_TYPE: dict[str, frozenset[str]] = {
+    "top_k_contains": frozenset(MODES),
+    "selected_target": frozenset({"plan", "execute"}),
+    "plan_contains_tool": frozenset({"plan", "execute"}),
+    "http_status": frozenset({"execute"}),
+    "json_path_exists": frozenset({"execute"}),
+    "uncaught_server_error": frozenset(MODES),
+}
+
+# ---- room for the learning review ---------------------------------------------------
+# These arrive with the learning review (shadow metrics, scrubbing, promotion). Until then
+# they are known names that are refused, so a case file written for that feature fails
+# loudly at import instead of passing without being checked.
+LEARNING_ASSERTION_TYPES: frozenset[str] = frozenset(
+    {
+        "shadow_rank_lte_current_rank",
+        "selected_target_changed",
+        "raw_secret_present",
+        "promotion_status",
+    }
+)
+_LEARNING_MESSAGE = (
+    "learning assertions arrive with the learning review; {name!r} cannot be evaluated yet"
+)
+
+_OBJECT_KEYS: tuple[str, ...] = (
+    "selected_target",
+    "allowed_failure_reasons",
+    "uncaught_server_error",
+)
+_TOOL_NAME_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,200}$")
+_JSON_PATH_SEGMENT_RE = re.compile(r"\.([^.\[\]]+)|\[(\d+|\*)\]|\['([^']+)'\]")
+_MAX_ASSERTIONS = 50
+_MAX_TOP_K = 50
+
+
+class CaseSpecError(ValueError):
+    """A case (or one of its assertions) does not follow the documented schema.
+
+    ``field`` names the offending field (``"mode"``, ``"assertions[2].type"``,
+    ``"cleanup[0].tool"``); the message never repeats a provided value that could be large.
+    """
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class Assertion:
+    """One check; ``expected`` is a tool name, a tuple of statuses, a JSON path or a bool."""
+
+    type: str
+    expected: Any
+    k: int | None = None  # top_k_contains only
+
+    def describe_expected(self) -> Any:
+        if self.type == "top_k_contains":
+            return {"tool": self.expected, "k": self.k}
+        if self.type == "http_status":
+            statuses = list(self.expected)
+            return statuses[0] if len(statuses) == 1 else statuses
+        return self.expected
+
+
+@dataclass(frozen=True, slots=True)
+class AssertionSet:
+    """The parsed assertions of one case, whichever style they were written in."""
+
+    checks: tuple[Assertion, ...] = ()
+    allowed_failure_reasons: tuple[str, ...] = ()
+    style: str = "none"  # "list", "object" or "none"
+
+    def json_paths(self) -> list[str]:
+        """The JSON paths the engine must pre-evaluate on the target's response."""
+        return [check.expected for check in self.checks if check.type == "json_path_exists"]
+
+
+def parse_assertions(
+    value: Any, *, mode: str, expected_top_k: int, field: str = "assertions"
+) -> AssertionSet:
+    """Parse either documented style; raise :class:`CaseSpecError` naming the bad field."""
+    if value is None:
+        return AssertionSet()
+    if isinstance(value, Mapping):
+        return _parse_object(value, mode=mode, field=field)
+    if isinstance(value, list):
+        return _parse_list(value, mode=mode, expected_top_k=expected_top_k, field=field)
+    raise CaseSpecError(field, "must be a list of typed assertions or an assertion object")
+
+
+def _parse_list(
+    items: list[Any], *, mode: str, expected_top_k: int, field: str
+) -> AssertionSet:
+    if len(items) > _MAX_ASSERTIONS:
+        raise CaseSpecError(field, f"at most {_MAX_ASSERTIONS} assertions per case")
+    checks: list[Assertion] = []
+    for index, item in enumerate(items):
+        where = f"{field}[{index}]"
+        if not isinstance(item, Mapping):
+            raise CaseSpecError(where, "must be an object with a 'type'")
+        kind = item.get("type")
+        if not isinstance(kind, str) or not kind:
+            raise CaseSpecError(f"{where}.type", "is required")
+        if kind in LEARNING_ASSERTION_TYPES:
+            raise CaseSpecError(f"{where}.type", _LEARNING_MESSAGE.format(name=kind))
+        if kind not in ASSERTION_TYPES:
+            known = ", ".join(ASSERTION_TYPES)
+            raise CaseSpecError(f"{where}.type", f"unknown assertion type {kind!r} (known: {known})")
+        check = _parse_typed(kind, item, where=where, expected_top_k=expected_top_k)
+        _check_mode(check.type, mode=mode, where=f"{where}.type")
+        checks.append(check)
+    return AssertionSet(checks=tuple(checks), style="list")
+
+
+def _parse_typed(
+    kind: str, item: Mapping[str, Any], *, where: str, expected_top_k: int
+) -> Assertion:
+    allowed_keys = {
+        "top_k_contains": {"type", "tool", "k"},
+        "selected_target": {"type", "equals"},
+        "plan_contains_tool": {"type", "tool"},
+        "http_status": {"type", "equals", "in"},
+        "json_path_exists": {"type", "path"},
+    }[kind]
+    extra = sorted(str(key) for key in item if key not in allowed_keys)
+    if extra:
+        raise CaseSpecError(f"{where}.{extra[0]}", f"is not a field of {kind}")
+    if kind == "top_k_contains":
+        k = item.get("k", expected_top_k)
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= _MAX_TOP_K:
+            raise CaseSpecError(f"{where}.k", f"must be an integer from 1 to {_MAX_TOP_K}")
+        return Assertion(kind, _tool_name(item.get("tool"), f"{where}.tool"), k=k)
+    if kind == "selected_target":
+        return Assertion(kind, _tool_name(item.get("equals"), f"{where}.equals"))
+    if kind == "plan_contains_tool":
+        return Assertion(kind, _tool_name(item.get("tool"), f"{where}.tool"))
+    if kind == "http_status":
+        return Assertion(kind, _statuses(item, where))
+    path = item.get("path")
+    if not isinstance(path, str):
+        raise CaseSpecError(f"{where}.path", "is required (a JSON path such as '$.orderNo')")
+    parse_json_path(path, field=f"{where}.path")
+    return Assertion(kind, path)
+
+
+def _statuses(item: Mapping[str, Any], where: str) -> tuple[int, ...]:
+    if ("equals" in item) == ("in" in item):
+        raise CaseSpecError(where, "http_status needs exactly one of 'equals' or 'in'")
+    key = "equals" if "equals" in item else "in"
+    raw = item[key]
+    values = raw if key == "in" else [raw]
+    if not isinstance(values, list) or not values:
+        raise CaseSpecError(f"{where}.in", "must be a non-empty list of HTTP statuses")
+    statuses: list[int] = []
+    for value in values:
+        if isinstance(value, bool) or not isinstance(value, int) or not 100 <= value <= 599:
+            raise CaseSpecError(f"{where}.{key}", "HTTP statuses are integers from 100 to 599")
+        statuses.append(value)
+    return tuple(statuses)
+
+
+def _parse_object(value: Mapping[str, Any], *, mode: str, field: str) -> AssertionSet:
+    for key in value:
+        if key in LEARNING_ASSERTION_TYPES:
+            raise CaseSpecError(f"{field}.{key}", _LEARNING_MESSAGE.format(name=key))
+        if key not in _OBJECT_KEYS:
+            known = ", ".join(_OBJECT_KEYS)
+            raise CaseSpecError(f"{field}.{key}", f"unknown assertion key (known: {known})")
+    checks: list[Assertion] = []
+    if "selected_target" in value:
+        where = f"{field}.selected_target"
+        _check_mode("selected_target", mode=mode, where=where)
+        checks.append(Assertion("selected_target", _tool_name(value["selected_target"], where)))
+    if "uncaught_server_error" in value:
+        flag = value["uncaught_server_error"]
+        if not isinstance(flag, bool):
+            raise CaseSpecError(f"{field}.uncaught_server_error", "must be true or false")
+        checks.append(Assertion("uncaught_server_error", flag))
+    allowed: tuple[str, ...] = ()
+    if "allowed_failure_reasons" in value:
+        allowed = _reason_codes(
+            value["allowed_failure_reasons"], f"{field}.allowed_failure_reasons"
+        )
+    return AssertionSet(checks=tuple(checks), allowed_failure_reasons=allowed, style="object")
+
+
+def _reason_codes(value: Any, where: str) -> tuple[str, ...]:
+    if not isinstance(value, list):
+        raise CaseSpecError(where, "must be a list of reason codes")
+    codes: list[str] = []
+    for index, code in enumerate(value):
+        if not isinstance(code, str) or taxonomy.reason_info(code) is None:
+            raise CaseSpecError(f"{where}[{index}]", "is not a reason code of the taxonomy")
+        if code not in codes:
+            codes.append(code)
+    return tuple(codes)
+
+
+def _tool_name(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not _TOOL_NAME_RE.match(value):
+        raise CaseSpecError(where, "must be a tool name (operationId)")
+    return value
+
+
+def _check_mode(kind: str, *, mode: str, where: str) -> None:
+    modes = _MODES_FOR_TYPE[kind]
+    if mode not in modes:
+        needed = " or ".join(sorted(modes))
+        raise CaseSpecError(where, f"{kind} needs a {needed} case; this case is {mode}")
+
+
+# ---- JSON paths ------------------------------------------------------------------------
+
+
+def parse_json_path(path: str, *, field: str = "path") -> list[str | int]:
+    """Split ``$.a.b[0][*]['c d']`` into segments (``"*"`` is a wildcard) or raise."""
+    if not path.startswith("$") or len(path) > 300:
+        raise CaseSpecError(field, "must be a JSON path starting with '$' (e.g. '$.orderNo')")
+    segments: list[str | int] = []
+    position = 1
+    while position < len(path):
+        match = _JSON_PATH_SEGMENT_RE.match(path, position)
+        if match is None:
+            raise CaseSpecError(field, f"cannot read the JSON path after character {position}")
+        name, index, quoted = match.groups()
+        if name is not None:
+            segments.append(name)
+        elif quoted is not None:
+            segments.append(quoted)
+        else:
+            segments.append("*" if index == "*" else int(index))
+        position = match.end()
+    return segments
+
+
+def json_path_values(document: Any, path: str) -> list[Any]:
+    """Every value ``path`` selects in ``document`` (empty when it selects nothing)."""
+    current: list[Any] = [document]
+    for segment in parse_json_path(path):
+        selected: list[Any] = []
+        for value in current:
+            if segment == "*":
+                if isinstance(value, list):
+                    selected.extend(value)
+                elif isinstance(value, Mapping):
+                    selected.extend(value.values())
+            elif isinstance(segment, int):
+                if isinstance(value, list) and -len(value) <= segment < len(value):
+                    selected.append(value[segment])
+            elif isinstance(value, Mapping) and segment in value:
+                selected.append(value[segment])
+        current = selected
+    return current
+
+
+# ---- evaluation ------------------------------------------------------------------------
+
+
+def evaluate(assertions: AssertionSet, outcome: CaseOutcome) -> list[dict[str, Any]]:
+    """Evaluate every check against the outcome's JSON-able sections."""
+    return [_evaluate_one(check, outcome) for check in assertions.checks]
+
+
+def _evaluate_one(check: Assertion, outcome: CaseOutcome) -> dict[str, Any]:
+    actual: Any = None
+    passed: bool | None = None
+    if check.type == "top_k_contains":
+        names = _returned_names(outcome.search)
+        if names is not None:
+            rank = names.index(check.expected) + 1 if check.expected in names else None
+            actual = {"rank": rank}
+            passed = rank is not None and check.k is not None and rank <= check.k
+    elif check.type == "selected_target":
+        if outcome.target_selector is not None:
+            actual = outcome.target_selector.get("selected_target") or None
+            passed = actual == check.expected
+    elif check.type == "plan_contains_tool":
+        if outcome.plan is not None and outcome.plan.get("steps") is not None:
+            actual = [step.get("tool") for step in outcome.plan["steps"]]
+            passed = check.expected in actual
+    elif check.type == "http_status":
+        status = (outcome.execute or {}).get("http_status")
+        if isinstance(status, int):
+            actual = status
+            passed = status in check.expected
+    elif check.type == "json_path_exists":
+        found = ((outcome.execute or {}).get("json_paths") or {}).get(check.expected)
+        if isinstance(found, Mapping) and found.get("exists") is not None:
+            actual = dict(found)
+            passed = bool(found["exists"])
+    elif check.type == "uncaught_server_error":
+        reason = (outcome.failure or {}).get("reason")
+        actual = reason == "uncaught_server_error"
+        passed = actual is check.expected
+    result: dict[str, Any] = {
+        "name": check.type,
+        "expected": check.describe_expected(),
+        "actual": actual,
+        "passed": passed,
+    }
+    if passed is None:
+        result["note"] = "not evaluated: the stage it reads did not run"
+    return result
+
+
+def _returned_names(search: Mapping[str, Any] | None) -> list[str] | None:
+    if search is None:
+        return None
+    results = search.get("results")
+    if not isinstance(results, Sequence):
+        return None
+    return [str(row.get("name")) for row in results if isinstance(row, Mapping)]
+
+
+def decide(
+    assertions: AssertionSet,
+    failure: Mapping[str, Any] | None,
+    results: Sequence[Mapping[str, Any]],
+) -> tuple[str, bool]:
+    """``(status, failure_allowed)`` for a case with this failure and assertion results."""
+    failure_allowed = bool(
+        failure is not None and failure.get("reason") in assertions.allowed_failure_reasons
+    )
+    if failure is not None and not failure_allowed:
+        return "failed", False
+    if any(result.get("passed") is False for result in results):
+        return "failed", failure_allowed
+    return "passed", failure_allowed
