@@ -215,6 +215,8 @@ CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 600)
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 660)
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_SERIALIZER = "json"
+# Starting a run with the broker down must fail fast with a clear message, not hang.
+CELERY_TASK_PUBLISH_RETRY = False
 CELERY_ACCEPT_CONTENT = ["json"]
 
 # --- Triage Desk ---------------------------------------------------------------------------
@@ -222,6 +224,7 @@ TRIAGE_INGEST_MAX_BODY_BYTES = env_int("TRIAGE_INGEST_MAX_BODY_BYTES", 5 * 1024 
 TRIAGE_INGEST_MAX_ITEMS = env_int("TRIAGE_INGEST_MAX_ITEMS", 1000, minimum=1)
 # Items per API key per minute; a key may override it.
 TRIAGE_INGEST_QUOTA_PER_MINUTE = env_int("TRIAGE_INGEST_QUOTA_PER_MINUTE", 600_000, minimum=1)
+QUALITYLAB_EXECUTE_TIMEOUT_SECONDS = env_float("QUALITYLAB_EXECUTE_TIMEOUT_SECONDS", 30.0)
 TRIAGE_DATABASE_RETRY_AFTER_SECONDS = env_int("TRIAGE_DATABASE_RETRY_AFTER_SECONDS", 5, minimum=1)
 
 LOGGING = {

@@ -11,6 +11,9 @@ RECONCILE_RECEIPT = "triage.reconcile_receipt"
 CHANGE_TOOL_POLICY = "triage.change_toolpolicy"
 ADD_TOOL_POLICY = "triage.add_toolpolicy"
 MANAGE_API_KEYS = "triage.manage_api_keys"
+RUN_QUALITY_LAB = "qualitylab.run_quality_lab"
+ADD_COLLECTION = "qualitylab.add_collection"
+CHANGE_CASE = "qualitylab.change_qualitycase"
 
 
 def user_roles(user: Any) -> list[str]:
@@ -22,29 +25,54 @@ def user_roles(user: Any) -> list[str]:
     return [role for role in ROLES if role in names]
 
 
-# What each role may do. The migration that creates the groups holds a frozen copy;
-# tests/triage/test_roles.py keeps the two equal.
+# What each role may do ("app_label.codename"). The migrations that create the groups hold
+# frozen copies; tests/triage/test_roles.py keeps them equal to this.
 _VIEW = (
-    "view_failuregroup",
-    "view_failurerecord",
-    "view_receipt",
-    "view_auditevent",
-    "view_toolpolicy",
-    "view_ingestbatch",
-    "view_apikey",
+    "triage.view_failuregroup",
+    "triage.view_failurerecord",
+    "triage.view_receipt",
+    "triage.view_auditevent",
+    "triage.view_toolpolicy",
+    "triage.view_ingestbatch",
+    "triage.view_apikey",
+    "qualitylab.view_collection",
+    "qualitylab.view_collectionversion",
+    "qualitylab.view_qualitycase",
+    "qualitylab.view_suite",
+    "qualitylab.view_caserun",
+    "qualitylab.view_caseresult",
+)
+_QUALITY_LAB_WRITE = (
+    "qualitylab.add_collection",
+    "qualitylab.change_collection",
+    "qualitylab.add_qualitycase",
+    "qualitylab.change_qualitycase",
+    "qualitylab.add_suite",
+    "qualitylab.change_suite",
+    "qualitylab.run_quality_lab",
 )
 ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
     "viewer": _VIEW,
-    "operator": (*_VIEW, "act_on_group", "reconcile_receipt", "change_toolpolicy"),
+    "operator": (
+        *_VIEW,
+        "triage.act_on_group",
+        "triage.reconcile_receipt",
+        "triage.change_toolpolicy",
+        *_QUALITY_LAB_WRITE,
+    ),
     "reviewer": _VIEW,
     "admin": (
         *_VIEW,
-        "act_on_group",
-        "reconcile_receipt",
-        "add_toolpolicy",
-        "change_toolpolicy",
-        "delete_toolpolicy",
-        "manage_api_keys",
+        "triage.act_on_group",
+        "triage.reconcile_receipt",
+        "triage.add_toolpolicy",
+        "triage.change_toolpolicy",
+        "triage.delete_toolpolicy",
+        "triage.manage_api_keys",
+        *_QUALITY_LAB_WRITE,
+        "qualitylab.delete_collection",
+        "qualitylab.delete_qualitycase",
+        "qualitylab.delete_suite",
     ),
 }
 
@@ -54,9 +82,9 @@ def ensure_role_group(role: str) -> Any:
     from django.contrib.auth.models import Group, Permission
 
     group, _ = Group.objects.get_or_create(name=role)
-    group.permissions.add(
-        *Permission.objects.filter(
-            content_type__app_label="triage", codename__in=ROLE_PERMISSIONS[role]
+    for permission in ROLE_PERMISSIONS[role]:
+        app_label, codename = permission.split(".")
+        group.permissions.add(
+            Permission.objects.get(content_type__app_label=app_label, codename=codename)
         )
-    )
     return group

@@ -11,5 +11,10 @@ pytestmark = pytest.mark.django_db
 def test_the_migration_made_every_role_with_exactly_its_permissions() -> None:
     assert set(Group.objects.values_list("name", flat=True)) >= set(ROLES)
     for role, codenames in ROLE_PERMISSIONS.items():
-        granted = set(Group.objects.get(name=role).permissions.values_list("codename", flat=True))
+        granted = {
+            f"{app}.{codename}"
+            for app, codename in Group.objects.get(name=role).permissions.values_list(
+                "content_type__app_label", "codename"
+            )
+        }
         assert granted == set(codenames), role

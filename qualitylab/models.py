@@ -1,0 +1,235 @@
+"""OpenAPI collections, their built artifacts, Quality Lab cases, suites, runs and results."""
+
+from __future__ import annotations
+
+import json
+import zlib
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+
+class LearningMode(models.TextChoices):
+    OBSERVE = "observe", "observe"
+    SHADOW = "shadow", "shadow"
+    PROMOTED = "promoted", "promoted"
+
+
+class Collection(models.Model):
+    """An API collection: its OpenAPI source, where to call it, and its policy."""
+
+    name = models.SlugField(max_length=100, unique=True)
+    title = models.CharField(max_length=200, blank=True)
+    base_url = models.URLField(
+        blank=True, help_text="Execute mode calls this; its host must be allowed."
+    )
+    allowed_hosts = models.JSONField(default=list, blank=True)
+    # Header names and where the secret comes from (an environment variable), never a secret.
+    auth_profile = models.JSONField(default=dict, blank=True)
+    learning_mode = models.CharField(
+        max_length=10, choices=LearningMode.choices, default=LearningMode.OBSERVE
+    )
+    learning_allowed = models.BooleanField(default=True)
+    mutations_allowed = models.BooleanField(default=False)
+    created_at = models.DateTimeField(default=timezone.now)
+    current_version = models.ForeignKey(
+        "CollectionVersion", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["name"]
+        permissions = [("run_quality_lab", "Can start, cancel and re-run Quality Lab runs")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class BuildStatus(models.TextChoices):
+    QUEUED = "queued", "queued"
+    BUILDING = "building", "building"
+    READY = "ready", "ready"
+    FAILED = "failed", "failed"
+
+
+class CollectionVersion(models.Model):
+    """One build of a collection's spec into a graph-tool-call artifact (kept compressed)."""
+
+    collection = models.ForeignKey(Collection, on_delete=models.CASCADE, related_name="versions")
+    number = models.PositiveIntegerField()
+    spec_source = models.TextField()
+    spec_sha256 = models.CharField(max_length=64)
+    status = models.CharField(
+        max_length=10, choices=BuildStatus.choices, default=BuildStatus.QUEUED
+    )
+    progress = models.FloatField(default=0.0)
+    progress_message = models.CharField(max_length=200, blank=True)
+    error = models.TextField(blank=True)
+    artifact_compressed = models.BinaryField(null=True, blank=True)
+    artifact_hash = models.CharField(max_length=64, blank=True, db_index=True)
+    readiness = models.JSONField(default=dict, blank=True)
+    readiness_summary = models.JSONField(default=dict, blank=True)
+    semantic_summary = models.JSONField(default=dict, blank=True)
+    operation_count = models.PositiveIntegerField(default=0)
+    graph_tool_call_version = models.CharField(max_length=40, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    built_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-number"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["collection", "number"], name="collection_version_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.collection} v{self.number} ({self.status})"
+
+    def artifact(self) -> dict[str, Any]:
+        if not self.artifact_compressed:
+            raise ValueError(f"{self} has no artifact")
+        return json.loads(zlib.decompress(bytes(self.artifact_compressed)))
+
+    @staticmethod
+    def compress(artifact: dict[str, Any]) -> bytes:
+        return zlib.compress(json.dumps(artifact, separators=(",", ":")).encode(), 6)
+
+
+class CaseMode(models.TextChoices):
+    SEARCH = "search", "search"
+    PLAN = "plan", "plan"
+    EXECUTE = "execute", "execute"
+
+
+class QualityCase(models.Model):
+    """One Quality Lab case in the documented schema (graph-tool-call's Quality Lab docs)."""
+
+    collection = models.ForeignKey(Collection, on_delete=models.CASCADE, related_name="cases")
+    case_id = models.SlugField(max_length=120)
+    mode = models.CharField(max_length=10, choices=CaseMode.choices)
+    query = models.TextField()
+    expected_target = models.CharField(max_length=200, blank=True)
+    expected_top_k = models.PositiveSmallIntegerField(default=5)
+    llm_target = models.CharField(max_length=200, blank=True)
+    provided_entities = models.JSONField(default=dict, blank=True)
+    mutation_safety = models.CharField(max_length=40, blank=True)
+    timeout_sec = models.FloatField(default=10.0)
+    assertions = models.JSONField(default=dict, blank=True)  # list (typed) or object style
+    cleanup = models.JSONField(default=list, blank=True)
+    active = models.BooleanField(default=True)
+    failure_group = models.ForeignKey(
+        "triage.FailureGroup",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="cases",
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["collection", "case_id"]
+        constraints = [
+            models.UniqueConstraint(fields=["collection", "case_id"], name="quality_case_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.collection}/{self.case_id}"
+
+
+class Suite(models.Model):
+    """A named set of cases of one collection, run together."""
+
+    collection = models.ForeignKey(Collection, on_delete=models.CASCADE, related_name="suites")
+    name = models.SlugField(max_length=100)
+    description = models.CharField(max_length=300, blank=True)
+    cases = models.ManyToManyField(QualityCase, related_name="suites", blank=True)
+
+    class Meta:
+        ordering = ["collection", "name"]
+        constraints = [models.UniqueConstraint(fields=["collection", "name"], name="suite_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.collection}/{self.name}"
+
+
+class RunStatus(models.TextChoices):
+    QUEUED = "queued", "queued"
+    RUNNING = "running", "running"
+    DONE = "done", "done"
+    CANCELLED = "cancelled", "cancelled"
+    FAILED = "failed", "failed"
+
+
+class CaseRun(models.Model):
+    """A run of many cases, executed by a Celery task; resumable after a lost worker."""
+
+    collection = models.ForeignKey(Collection, on_delete=models.CASCADE, related_name="runs")
+    version = models.ForeignKey(CollectionVersion, on_delete=models.PROTECT, related_name="runs")
+    suite = models.ForeignKey(Suite, null=True, blank=True, on_delete=models.SET_NULL)
+    mode = models.CharField(max_length=10, choices=CaseMode.choices, blank=True)
+    repeat = models.PositiveSmallIntegerField(default=1)
+    rerun_of = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL)
+    case_ids = models.JSONField(default=list)  # the cases chosen when it was queued
+    status = models.CharField(max_length=10, choices=RunStatus.choices, default=RunStatus.QUEUED)
+    cancel_requested = models.BooleanField(default=False)
+    total = models.PositiveIntegerField(default=0)
+    done = models.PositiveIntegerField(default=0)
+    passed = models.PositiveIntegerField(default=0)
+    failed = models.PositiveIntegerField(default=0)
+    metrics = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    started_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    channel = models.CharField(max_length=10, default="ui")  # ui | cli
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"run {self.pk} of {self.collection} ({self.status})"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in (RunStatus.DONE, RunStatus.CANCELLED, RunStatus.FAILED)
+
+    @property
+    def pass_rate(self) -> float | None:
+        return self.passed / self.done if self.done else None
+
+
+class CaseResult(models.Model):
+    """One case's outcome in one run (unique per run, case and repetition)."""
+
+    run = models.ForeignKey(CaseRun, on_delete=models.CASCADE, related_name="results")
+    case = models.ForeignKey(QualityCase, on_delete=models.CASCADE, related_name="results")
+    repetition = models.PositiveSmallIntegerField(default=1)
+    passed = models.BooleanField()
+    failure_stage = models.CharField(max_length=64, blank=True)
+    failure_reason = models.CharField(max_length=100, blank=True)
+    allowed_failure = models.BooleanField(default=False)
+    sections = models.JSONField(default=dict)
+    latency_ms = models.JSONField(default=dict)
+    failure_record = models.ForeignKey(
+        "triage.FailureRecord", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["run", "case__case_id", "repetition"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "case", "repetition"], name="case_result_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.case} in run {self.run_id}: {'passed' if self.passed else 'failed'}"

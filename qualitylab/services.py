@@ -1,0 +1,521 @@
+"""Writes of Quality Lab: collections and their builds, cases, suites, runs and results."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import F, Max
+from django.utils import timezone
+from kombu.exceptions import OperationalError as BrokerError
+
+from qualitylab import engine
+from qualitylab.metrics import run_metrics
+from qualitylab.models import (
+    BuildStatus,
+    CaseResult,
+    CaseRun,
+    Collection,
+    CollectionVersion,
+    QualityCase,
+    RunStatus,
+    Suite,
+)
+from triage.ingest import batch_ingest
+
+log = logging.getLogger(__name__)
+
+# Progress is written at most this often, so a big build does not hammer the database.
+_PROGRESS_INTERVAL_SECONDS = 0.5
+# A running run whose worker has not reported for this long is taken over by a redelivery.
+STALE_RUN_SECONDS = 60
+
+
+class QueueUnavailable(RuntimeError):
+    """The task queue (broker) could not be reached; nothing was started."""
+
+
+class CollectionError(ValueError):
+    pass
+
+
+# --- collections ------------------------------------------------------------------------
+
+
+def collection_create(
+    *,
+    name: str,
+    spec_text: str,
+    title: str = "",
+    base_url: str = "",
+    allowed_hosts: list[str] | None = None,
+    auth_profile: dict[str, Any] | None = None,
+    mutations_allowed: bool = False,
+    user: Any = None,
+) -> tuple[Collection, CollectionVersion]:
+    """Register a collection and queue the build of its spec.
+
+    The spec is parsed right away, so a file that is not OpenAPI is refused with its
+    parse error instead of becoming a failed build.
+    """
+    engine.parse_spec(spec_text)
+    if Collection.objects.filter(name=name).exists():
+        raise CollectionError(f"A collection named {name!r} already exists.")
+    with transaction.atomic():
+        collection = Collection.objects.create(
+            name=name,
+            title=title,
+            base_url=base_url,
+            allowed_hosts=allowed_hosts if allowed_hosts is not None else _host_of(base_url),
+            auth_profile=auth_profile or {},
+            mutations_allowed=mutations_allowed,
+        )
+        version = _new_version(collection=collection, spec_text=spec_text, user=user)
+    return collection, version
+
+
+def collection_rebuild(
+    *, collection: Collection, spec_text: str | None = None, user: Any = None
+) -> CollectionVersion:
+    """Build a new version (a new spec, or the same one with this engine); cases, runs and
+    results stay attached to the collection."""
+    if spec_text is None:
+        latest = collection.versions.order_by("-number").first()
+        if latest is None:
+            raise CollectionError("This collection has no spec to rebuild.")
+        spec_text = latest.spec_source
+    engine.parse_spec(spec_text)
+    with transaction.atomic():
+        return _new_version(collection=collection, spec_text=spec_text, user=user)
+
+
+def _host_of(url: str) -> list[str]:
+    from urllib.parse import urlsplit
+
+    host = urlsplit(url).hostname if url else None
+    return [host] if host else []
+
+
+def _new_version(*, collection: Collection, spec_text: str, user: Any) -> CollectionVersion:
+    number = (collection.versions.aggregate(top=Max("number"))["top"] or 0) + 1
+    version = CollectionVersion.objects.create(
+        collection=collection,
+        number=number,
+        spec_source=spec_text,
+        spec_sha256=hashlib.sha256(spec_text.encode()).hexdigest(),
+        created_by=user,
+    )
+    from qualitylab.tasks import build_collection_version
+
+    transaction.on_commit(lambda: _send(build_collection_version, version_id=version.pk))
+    return version
+
+
+def _send(task: Any, **kwargs: Any) -> None:
+    try:
+        task.apply_async(kwargs=kwargs, retry=False)
+    except (BrokerError, OSError) as exc:
+        raise QueueUnavailable(
+            "The task queue is unreachable (is Redis or the worker's broker running?). "
+            "Nothing was started; try again when it is back."
+        ) from exc
+
+
+def version_build(*, version_id: int) -> CollectionVersion | None:
+    """Build the artifact of a queued version (the task's body). Does nothing when another
+    worker already claimed it."""
+    claimed = CollectionVersion.objects.filter(pk=version_id, status=BuildStatus.QUEUED).update(
+        status=BuildStatus.BUILDING, progress=0.0, progress_message="starting"
+    )
+    if not claimed:
+        return None
+    version = CollectionVersion.objects.select_related("collection").get(pk=version_id)
+    last_write = 0.0
+
+    def progress(stage: str, fraction: float) -> None:
+        nonlocal last_write
+        if time.monotonic() - last_write < _PROGRESS_INTERVAL_SECONDS and fraction < 1:
+            return
+        last_write = time.monotonic()
+        CollectionVersion.objects.filter(pk=version_id).update(
+            progress=fraction, progress_message=stage[:200]
+        )
+
+    try:
+        built = engine.build_artifact(engine.parse_spec(version.spec_source), progress=progress)
+    except engine.SpecError as exc:
+        _version_failed(version_id, f"The spec could not be read: {exc}")
+        return version
+    except Exception as exc:
+        log.exception("build of collection version %s failed", version_id)
+        _version_failed(version_id, f"The build failed ({type(exc).__name__}); see the worker log.")
+        return version
+    with transaction.atomic():
+        CollectionVersion.objects.filter(pk=version_id).update(
+            status=BuildStatus.READY,
+            progress=1.0,
+            progress_message="ready",
+            artifact_compressed=CollectionVersion.compress(built.artifact),
+            artifact_hash=built.artifact_hash,
+            readiness=built.readiness,
+            readiness_summary=built.readiness_summary,
+            semantic_summary=built.semantic_summary,
+            operation_count=built.operation_count,
+            graph_tool_call_version=built.graph_tool_call_version,
+            built_at=timezone.now(),
+        )
+        collection = version.collection
+        if not collection.base_url and built.default_base_url:
+            collection.base_url = built.default_base_url
+        collection.current_version_id = version_id
+        collection.save(update_fields=["current_version", "base_url"])
+    version.refresh_from_db()
+    return version
+
+
+def _version_failed(version_id: int, message: str) -> None:
+    CollectionVersion.objects.filter(pk=version_id).update(
+        status=BuildStatus.FAILED, error=message, progress_message="failed"
+    )
+
+
+# --- cases ------------------------------------------------------------------------------
+
+_CASE_FIELDS = (
+    "mode",
+    "query",
+    "expected_target",
+    "expected_top_k",
+    "llm_target",
+    "provided_entities",
+    "mutation_safety",
+    "timeout_sec",
+    "assertions",
+    "cleanup",
+)
+
+
+@dataclass
+class ImportReport:
+    created: int = 0
+    updated: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+def case_spec(case: QualityCase) -> engine.CaseSpec:
+    """The engine's view of a stored case."""
+    return engine.CaseSpec.from_json(case_to_json(case))
+
+
+def case_to_json(case: QualityCase) -> dict[str, Any]:
+    """A case in the documented schema (what export writes and import reads)."""
+    data: dict[str, Any] = {"id": case.case_id, "mode": case.mode, "query": case.query}
+    for name in _CASE_FIELDS[2:]:
+        value = getattr(case, name)
+        if value not in ("", None, {}, []):
+            data[name] = value
+    data["expected_top_k"] = case.expected_top_k
+    if not case.active:
+        data["active"] = False
+    return data
+
+
+def cases_import(*, collection: Collection, documents: list[Any]) -> ImportReport:
+    """Create or update cases from documented-schema JSON; every case is checked first and
+    nothing is written when any is wrong, so a half-imported file never happens."""
+    report = ImportReport()
+    specs: list[tuple[engine.CaseSpec, bool]] = []
+    for index, document in enumerate(documents):
+        if not isinstance(document, dict):
+            report.errors.append(f"case {index}: must be an object")
+            continue
+        active = document.get("active", True)
+        body = {key: value for key, value in document.items() if key != "active"}
+        try:
+            spec = engine.CaseSpec.from_json(body)
+        except engine.CaseSpecError as exc:
+            report.errors.append(f"case {index} ({document.get('id', 'no id')}): {exc}")
+            continue
+        specs.append((spec, bool(active)))
+    if report.errors:
+        return report
+    with transaction.atomic():
+        for spec, active in specs:
+            data = spec.to_json()
+            values = {name: data[name] for name in _CASE_FIELDS if name in data}
+            values["active"] = active
+            _, created = QualityCase.objects.update_or_create(
+                collection=collection, case_id=spec.id, defaults=values
+            )
+            if created:
+                report.created += 1
+            else:
+                report.updated += 1
+    return report
+
+
+def case_save(
+    *, collection: Collection, document: dict[str, Any], active: bool = True
+) -> QualityCase:
+    """Create or edit one case from the form (validated like an import)."""
+    spec = engine.CaseSpec.from_json(document)
+    data = spec.to_json()
+    values = {name: data[name] for name in _CASE_FIELDS if name in data}
+    values["active"] = active
+    case, _ = QualityCase.objects.update_or_create(
+        collection=collection, case_id=spec.id, defaults=values
+    )
+    return case
+
+
+def suite_save(
+    *, collection: Collection, name: str, case_ids: Iterable[str], description: str = ""
+) -> Suite:
+    suite, _ = Suite.objects.update_or_create(
+        collection=collection, name=name, defaults={"description": description}
+    )
+    suite.cases.set(QualityCase.objects.filter(collection=collection, case_id__in=list(case_ids)))
+    return suite
+
+
+# --- runs -------------------------------------------------------------------------------
+
+
+def run_start(
+    *,
+    collection: Collection,
+    user: Any = None,
+    suite: Suite | None = None,
+    mode: str = "",
+    repeat: int = 1,
+    case_ids: list[str] | None = None,
+    rerun_of: CaseRun | None = None,
+    channel: str = "ui",
+) -> CaseRun:
+    """Queue a run of the chosen active cases; raises QueueUnavailable when the broker is
+    down (the run is then marked failed, so it never waits forever)."""
+    version = collection.current_version
+    if version is None or version.status != BuildStatus.READY:
+        raise CollectionError("The collection has no built version yet; wait for the build.")
+    if not 1 <= repeat <= 50:
+        raise CollectionError("Repeat each case 1 to 50 times.")
+    cases = collection.cases.filter(active=True)
+    if suite is not None:
+        cases = cases.filter(suites=suite)
+    if mode:
+        cases = cases.filter(mode=mode)
+    if case_ids is not None:
+        cases = cases.filter(case_id__in=case_ids)
+    chosen = list(cases.order_by("case_id").values_list("pk", flat=True))
+    if not chosen:
+        raise CollectionError("No active case matches; add cases or change the filter.")
+    from qualitylab.tasks import execute_case_run
+
+    try:
+        with transaction.atomic():
+            run = CaseRun.objects.create(
+                collection=collection,
+                version=version,
+                suite=suite,
+                mode=mode,
+                repeat=repeat,
+                case_ids=chosen,
+                total=len(chosen) * repeat,
+                started_by=user,
+                rerun_of=rerun_of,
+                channel=channel,
+            )
+            transaction.on_commit(lambda: _send(execute_case_run, run_id=run.pk))
+    except QueueUnavailable:
+        CaseRun.objects.filter(pk=run.pk).update(
+            status=RunStatus.FAILED,
+            error="The task queue was unreachable.",
+            finished_at=timezone.now(),
+        )
+        raise
+    return run
+
+
+def run_cancel(*, run: CaseRun) -> None:
+    """Stop after the case in progress; a queued run stops before it starts."""
+    CaseRun.objects.filter(pk=run.pk, status__in=[RunStatus.QUEUED, RunStatus.RUNNING]).update(
+        cancel_requested=True
+    )
+    CaseRun.objects.filter(pk=run.pk, status=RunStatus.QUEUED).update(
+        status=RunStatus.CANCELLED, finished_at=timezone.now()
+    )
+
+
+def run_rerun_failed(*, run: CaseRun, user: Any = None) -> CaseRun:
+    failed = list(
+        run.results.filter(passed=False).values_list("case__case_id", flat=True).distinct()
+    )
+    if not failed:
+        raise CollectionError("Every case of this run passed; nothing to re-run.")
+    return run_start(
+        collection=run.collection, user=user, case_ids=failed, rerun_of=run, repeat=run.repeat
+    )
+
+
+def _claim_run(run_id: int) -> bool:
+    now = timezone.now()
+    stale = now - timedelta(seconds=STALE_RUN_SECONDS)
+    fresh = CaseRun.objects.filter(pk=run_id, status=RunStatus.QUEUED).update(
+        status=RunStatus.RUNNING, started_at=now, heartbeat_at=now
+    )
+    if fresh:
+        return True
+    # A redelivered task (its worker died) takes over a run nobody reports on anymore.
+    return bool(
+        CaseRun.objects.filter(pk=run_id, status=RunStatus.RUNNING, heartbeat_at__lt=stale).update(
+            heartbeat_at=now
+        )
+    )
+
+
+def run_execute(
+    *, run_id: int, on_case: Callable[[CaseResult], None] | None = None
+) -> CaseRun | None:
+    """Run every case of a claimed run that has no result yet (the task's body).
+
+    Results are unique per (run, case, repetition), so a run resumed after a lost worker
+    continues where it stopped and never stores a case twice.
+    """
+    if not _claim_run(run_id):
+        return None
+    run = CaseRun.objects.select_related("collection", "version").get(pk=run_id)
+    version = run.version
+    loaded = engine.engine_for(version.artifact(), version.artifact_hash)
+    context = execution_context(run.collection)
+    done = set(run.results.values_list("case_id", "repetition"))
+    cases = {case.pk: case for case in QualityCase.objects.filter(pk__in=run.case_ids)}
+    for case_pk in run.case_ids:
+        case = cases.get(case_pk)
+        if case is None:
+            continue
+        for repetition in range(1, run.repeat + 1):
+            if (case_pk, repetition) in done:
+                continue
+            if CaseRun.objects.filter(pk=run_id, cancel_requested=True).exists():
+                _finish_run(run, status=RunStatus.CANCELLED)
+                return run
+            result = _run_one(
+                run=run, case=case, repetition=repetition, loaded=loaded, context=context
+            )
+            if result is not None and on_case is not None:
+                on_case(result)
+    _finish_run(run, status=RunStatus.DONE)
+    return run
+
+
+def _run_one(
+    *, run: CaseRun, case: QualityCase, repetition: int, loaded: engine.LoadedCollection,
+    context: engine.ExecutionContext | None,
+) -> CaseResult | None:  # fmt: skip
+    try:
+        spec = case_spec(case)
+    except engine.CaseSpecError as exc:
+        outcome = engine.CaseOutcome(case_id=case.case_id, mode=case.mode)
+        outcome.failure = engine.failure_record(
+            "service", "uncaught_server_error", f"case is invalid: {exc}"
+        )
+    else:
+        outcome = engine.run_case(loaded, spec, execution=context)
+    sections = outcome.to_dict()
+    failure = outcome.failure or {}
+    try:
+        with transaction.atomic():
+            result = CaseResult.objects.create(
+                run=run,
+                case=case,
+                repetition=repetition,
+                passed=outcome.passed,
+                failure_stage=failure.get("stage") or "",
+                failure_reason=failure.get("reason") or "",
+                allowed_failure=outcome.failure_allowed,
+                sections=sections,
+                latency_ms={k: v for k, v in outcome.latency_ms.items() if v is not None},
+            )
+            if outcome.passed:
+                CaseRun.objects.filter(pk=run.pk).update(
+                    done=F("done") + 1, passed=F("passed") + 1, heartbeat_at=timezone.now()
+                )
+            else:
+                CaseRun.objects.filter(pk=run.pk).update(
+                    done=F("done") + 1, failed=F("failed") + 1, heartbeat_at=timezone.now()
+                )
+    except IntegrityError:
+        return None  # another delivery of this run stored it first
+    if failure and not outcome.failure_allowed:
+        _record_failure(run=run, case=case, repetition=repetition, failure=failure, result=result)
+    return result
+
+
+def _record_failure(
+    *, run: CaseRun, case: QualityCase, repetition: int, failure: dict[str, Any], result: CaseResult
+) -> None:
+    """A failed case becomes a FailureRecord through the ingest path, like any runtime's."""
+    body = {key: value for key, value in failure.items() if value is not None}
+    body.update(
+        {
+            "collection": run.collection.name,
+            "source": "quality_lab",
+            "graph_tool_call_version": run.version.graph_tool_call_version,
+            "quality_lab": {"run": run.pk, "case": case.case_id, "repetition": repetition},
+        }
+    )
+    item = {"type": "failure", "id": f"run-{run.pk}/{case.case_id}/{repetition}", "body": body}
+    outcome = batch_ingest(owner="quality_lab", items=[item], channel="quality_lab")
+    if outcome.all_stored:
+        from triage.models import FailureRecord
+
+        record = (
+            FailureRecord.objects.filter(client_id=item["id"], source="quality_lab")
+            .order_by("-id")
+            .first()
+        )
+        if record is not None:
+            CaseResult.objects.filter(pk=result.pk).update(failure_record=record)
+
+
+def _finish_run(run: CaseRun, *, status: str) -> None:
+    metrics = run_metrics(run.results.all())
+    CaseRun.objects.filter(pk=run.pk).update(
+        status=status, finished_at=timezone.now(), metrics=metrics
+    )
+    run.refresh_from_db()
+
+
+def execution_context(collection: Collection) -> engine.ExecutionContext | None:
+    """Where execute cases call, with the auth header read from the environment variable
+    the collection's auth profile names (the secret itself is never stored)."""
+    if not collection.base_url:
+        return None
+    profile = collection.auth_profile or {}
+    headers: dict[str, str] = {}
+    secret_env = profile.get("secret_env")
+    header_names = tuple(profile.get("header_names") or ("Authorization",))
+    if secret_env and os.environ.get(secret_env):
+        scheme = profile.get("scheme", "Bearer")
+        value = os.environ[secret_env]
+        headers[header_names[0]] = f"{scheme} {value}" if scheme else value
+    return engine.ExecutionContext(
+        base_url=collection.base_url,
+        allowed_hosts=tuple(collection.allowed_hosts or ()),
+        auth_headers=headers or None,
+        auth_profile=engine.AuthProfile(
+            header_names=header_names, required=bool(profile.get("required"))
+        )
+        if profile
+        else None,
+        timeout_sec=float(getattr(settings, "QUALITYLAB_EXECUTE_TIMEOUT_SECONDS", 30.0)),
+        allow_mutations=collection.mutations_allowed,
+    )
