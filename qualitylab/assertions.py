@@ -150,9 +150,7 @@ def parse_assertions(
     raise CaseSpecError(field, "must be a list of typed assertions or an assertion object")
 
 
-def _parse_list(
-    items: list[Any], *, mode: str, expected_top_k: int, field: str
-) -> AssertionSet:
+def _parse_list(items: list[Any], *, mode: str, expected_top_k: int, field: str) -> AssertionSet:
     if len(items) > _MAX_ASSERTIONS:
         raise CaseSpecError(field, f"at most {_MAX_ASSERTIONS} assertions per case")
     checks: list[Assertion] = []
@@ -167,7 +165,9 @@ def _parse_list(
             raise CaseSpecError(f"{where}.type", _LEARNING_MESSAGE.format(name=kind))
         if kind not in ASSERTION_TYPES:
             known = ", ".join(ASSERTION_TYPES)
-            raise CaseSpecError(f"{where}.type", f"unknown assertion type {kind!r} (known: {known})")
+            raise CaseSpecError(
+                f"{where}.type", f"unknown assertion type {kind!r} (known: {known})"
+            )
         check = _parse_typed(kind, item, where=where, expected_top_k=expected_top_k)
         _check_mode(check.type, mode=mode, where=f"{where}.type")
         checks.append(check)

@@ -26,7 +26,9 @@ class Collection(models.Model):
         blank=True, help_text="Execute mode calls this; its host must be allowed."
     )
     allowed_hosts = models.JSONField(default=list, blank=True)
-    # Header names and where the secret comes from (an environment variable), never a secret.
+    # Header names and where each session's secret comes from (environment variable names:
+    # {"header_names": [...], "scheme": "Bearer", "secret_env": "VAR", "required": false,
+    #  "sessions": {"expired": {"secret_env": "OTHER_VAR"}}}), never a secret.
     auth_profile = models.JSONField(default=dict, blank=True)
     learning_mode = models.CharField(
         max_length=10, choices=LearningMode.choices, default=LearningMode.OBSERVE
@@ -121,6 +123,9 @@ class QualityCase(models.Model):
     timeout_sec = models.FloatField(default=10.0)
     assertions = models.JSONField(default=dict, blank=True)  # list (typed) or object style
     cleanup = models.JSONField(default=list, blank=True)
+    # Which runtime session of the collection's auth profile an execute case runs as.
+    auth_session = models.CharField(max_length=60, blank=True)
+    description = models.CharField(max_length=500, blank=True)
     active = models.BooleanField(default=True)
     failure_group = models.ForeignKey(
         "triage.FailureGroup",

@@ -35,8 +35,6 @@ log = logging.getLogger(__name__)
 
 # Progress is written at most this often, so a big build does not hammer the database.
 _PROGRESS_INTERVAL_SECONDS = 0.5
-# A running run whose worker has not reported for this long is taken over by a redelivery.
-STALE_RUN_SECONDS = 60
 
 
 class QueueUnavailable(RuntimeError):
@@ -200,6 +198,8 @@ _CASE_FIELDS = (
     "timeout_sec",
     "assertions",
     "cleanup",
+    "auth_session",
+    "description",
 )
 
 
@@ -249,11 +249,8 @@ def cases_import(*, collection: Collection, documents: list[Any]) -> ImportRepor
         return report
     with transaction.atomic():
         for spec, active in specs:
-            data = spec.to_json()
-            values = {name: data[name] for name in _CASE_FIELDS if name in data}
-            values["active"] = active
             _, created = QualityCase.objects.update_or_create(
-                collection=collection, case_id=spec.id, defaults=values
+                collection=collection, case_id=spec.id, defaults=_case_values(spec, active=active)
             )
             if created:
                 report.created += 1
@@ -267,13 +264,20 @@ def case_save(
 ) -> QualityCase:
     """Create or edit one case from the form (validated like an import)."""
     spec = engine.CaseSpec.from_json(document)
-    data = spec.to_json()
-    values = {name: data[name] for name in _CASE_FIELDS if name in data}
-    values["active"] = active
     case, _ = QualityCase.objects.update_or_create(
-        collection=collection, case_id=spec.id, defaults=values
+        collection=collection, case_id=spec.id, defaults=_case_values(spec, active=active)
     )
     return case
+
+
+def _case_values(spec: engine.CaseSpec, *, active: bool) -> dict[str, Any]:
+    """Model fields of a validated case; what the case leaves out gets the field's default."""
+    data = spec.to_json()
+    values: dict[str, Any] = {"active": active}
+    for name in _CASE_FIELDS:
+        value = data.get(name)
+        values[name] = QualityCase._meta.get_field(name).get_default() if value is None else value
+    return values
 
 
 def suite_save(
@@ -317,31 +321,36 @@ def run_start(
     chosen = list(cases.order_by("case_id").values_list("pk", flat=True))
     if not chosen:
         raise CollectionError("No active case matches; add cases or change the filter.")
+    with transaction.atomic():
+        run = CaseRun.objects.create(
+            collection=collection,
+            version=version,
+            suite=suite,
+            mode=mode,
+            repeat=repeat,
+            case_ids=chosen,
+            total=len(chosen) * repeat,
+            started_by=user,
+            rerun_of=rerun_of,
+            channel=channel,
+        )
+        transaction.on_commit(lambda: _enqueue_run(run.pk))
+    return run
+
+
+def _enqueue_run(run_id: int) -> None:
     from qualitylab.tasks import execute_case_run
 
     try:
-        with transaction.atomic():
-            run = CaseRun.objects.create(
-                collection=collection,
-                version=version,
-                suite=suite,
-                mode=mode,
-                repeat=repeat,
-                case_ids=chosen,
-                total=len(chosen) * repeat,
-                started_by=user,
-                rerun_of=rerun_of,
-                channel=channel,
-            )
-            transaction.on_commit(lambda: _send(execute_case_run, run_id=run.pk))
+        _send(execute_case_run, run_id=run_id)
     except QueueUnavailable:
-        CaseRun.objects.filter(pk=run.pk).update(
+        # Marked failed, so the run never sits "queued" forever waiting for nobody.
+        CaseRun.objects.filter(pk=run_id, status=RunStatus.QUEUED).update(
             status=RunStatus.FAILED,
-            error="The task queue was unreachable.",
+            error="The task queue was unreachable when the run was started.",
             finished_at=timezone.now(),
         )
         raise
-    return run
 
 
 def run_cancel(*, run: CaseRun) -> None:
@@ -367,7 +376,7 @@ def run_rerun_failed(*, run: CaseRun, user: Any = None) -> CaseRun:
 
 def _claim_run(run_id: int) -> bool:
     now = timezone.now()
-    stale = now - timedelta(seconds=STALE_RUN_SECONDS)
+    stale = now - timedelta(seconds=settings.QUALITYLAB_STALE_RUN_SECONDS)
     fresh = CaseRun.objects.filter(pk=run_id, status=RunStatus.QUEUED).update(
         status=RunStatus.RUNNING, started_at=now, heartbeat_at=now
     )
@@ -495,27 +504,35 @@ def _finish_run(run: CaseRun, *, status: str) -> None:
 
 
 def execution_context(collection: Collection) -> engine.ExecutionContext | None:
-    """Where execute cases call, with the auth header read from the environment variable
-    the collection's auth profile names (the secret itself is never stored)."""
+    """Where execute cases call, as whom: each session's credential is read from the
+    environment variable the collection's auth profile names (never stored)."""
     if not collection.base_url:
         return None
     profile = collection.auth_profile or {}
-    headers: dict[str, str] = {}
-    secret_env = profile.get("secret_env")
     header_names = tuple(profile.get("header_names") or ("Authorization",))
-    if secret_env and os.environ.get(secret_env):
-        scheme = profile.get("scheme", "Bearer")
-        value = os.environ[secret_env]
-        headers[header_names[0]] = f"{scheme} {value}" if scheme else value
+    scheme = profile.get("scheme", "Bearer")
+
+    def headers_from(source: dict[str, Any]) -> dict[str, str] | None:
+        secret = os.environ.get(str(source.get("secret_env") or ""))
+        if not secret:
+            return None
+        return {header_names[0]: f"{scheme} {secret}" if scheme else secret}
+
+    sessions = {
+        str(name): headers
+        for name, source in (profile.get("sessions") or {}).items()
+        if isinstance(source, dict) and (headers := headers_from(source))
+    }
     return engine.ExecutionContext(
         base_url=collection.base_url,
         allowed_hosts=tuple(collection.allowed_hosts or ()),
-        auth_headers=headers or None,
+        auth_headers=headers_from(profile),
+        sessions=sessions,
         auth_profile=engine.AuthProfile(
             header_names=header_names, required=bool(profile.get("required"))
         )
         if profile
         else None,
-        timeout_sec=float(getattr(settings, "QUALITYLAB_EXECUTE_TIMEOUT_SECONDS", 30.0)),
+        timeout_sec=float(settings.QUALITYLAB_EXECUTE_TIMEOUT_SECONDS),
         allow_mutations=collection.mutations_allowed,
     )
