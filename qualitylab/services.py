@@ -13,7 +13,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import F, Max
+from django.db.models import F, Field, Max
 from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
 
@@ -276,7 +276,11 @@ def _case_values(spec: engine.CaseSpec, *, active: bool) -> dict[str, Any]:
     values: dict[str, Any] = {"active": active}
     for name in _CASE_FIELDS:
         value = data.get(name)
-        values[name] = QualityCase._meta.get_field(name).get_default() if value is None else value
+        if value is None:
+            model_field = QualityCase._meta.get_field(name)
+            assert isinstance(model_field, Field)
+            value = model_field.get_default()
+        values[name] = value
     return values
 
 

@@ -22,20 +22,22 @@ def shop(
 ) -> Any:
     monkeypatch.setenv("SHOP_TEST_TOKEN", DEMO_TOKEN)
     monkeypatch.setenv("SHOP_TEST_EXPIRED", demo.EXPIRED_TOKEN)
-    with mock.patch("qualitylab.tasks.build_collection_version.apply_async"):
-        with django_capture_on_commit_callbacks(execute=True):
-            collection, version = services.collection_create(
-                name="shop",
-                spec_text=demo.SPEC_PATH.read_text(),
-                base_url=sandbox.base_url,
-                auth_profile={
-                    "header_names": ["Authorization"],
-                    "scheme": "Bearer",
-                    "secret_env": "SHOP_TEST_TOKEN",
-                    "sessions": {"expired": {"secret_env": "SHOP_TEST_EXPIRED"}},
-                },
-                mutations_allowed=True,
-            )
+    with (
+        mock.patch("qualitylab.tasks.build_collection_version.apply_async"),
+        django_capture_on_commit_callbacks(execute=True),
+    ):
+        collection, version = services.collection_create(
+            name="shop",
+            spec_text=demo.SPEC_PATH.read_text(),
+            base_url=sandbox.base_url,
+            auth_profile={
+                "header_names": ["Authorization"],
+                "scheme": "Bearer",
+                "secret_env": "SHOP_TEST_TOKEN",
+                "sessions": {"expired": {"secret_env": "SHOP_TEST_EXPIRED"}},
+            },
+            mutations_allowed=True,
+        )
     services.version_build(version_id=version.pk)
     collection.refresh_from_db()
     report = services.cases_import(collection=collection, documents=demo.load_case_data())
@@ -48,9 +50,11 @@ def run_now(django_capture_on_commit_callbacks: Any) -> Any:
     """Start a run (checking it is sent to the queue after commit) and execute it here."""
 
     def start(collection: Any, **kwargs: Any) -> CaseRun:
-        with mock.patch("qualitylab.tasks.execute_case_run.apply_async") as send:
-            with django_capture_on_commit_callbacks(execute=True):
-                run = services.run_start(collection=collection, **kwargs)
+        with (
+            mock.patch("qualitylab.tasks.execute_case_run.apply_async") as send,
+            django_capture_on_commit_callbacks(execute=True),
+        ):
+            run = services.run_start(collection=collection, **kwargs)
         assert send.call_args.kwargs == {"kwargs": {"run_id": run.pk}, "retry": False}
         executed = services.run_execute(run_id=run.pk)
         assert executed is not None
@@ -140,9 +144,9 @@ def test_a_broker_that_is_down_fails_the_run_with_a_clear_error(
             "qualitylab.tasks.execute_case_run.apply_async", side_effect=BrokerError("refused")
         ),
         pytest.raises(services.QueueUnavailable, match="task queue is unreachable"),
+        django_capture_on_commit_callbacks(execute=True),
     ):
-        with django_capture_on_commit_callbacks(execute=True):
-            services.run_start(collection=shop, mode="search")
+        services.run_start(collection=shop, mode="search")
     run = CaseRun.objects.get()
     assert run.status == RunStatus.FAILED and "unreachable" in run.error
 
