@@ -69,6 +69,33 @@ _PARSERS: dict[str, Callable[..., ParsedFields]] = {
 ParsedFields = FailureFields | RunnerEventFields | ReceiptFields | AuditEventFields
 
 
+@dataclass(frozen=True)
+class ItemType:
+    """An item type another app adds to the ingest API (the learning review's attempts).
+
+    `parse(body, now=...)` gets the scrubbed body and raises ItemError; `store(batch=...,
+    items=[(client_id, parsed), ...])` writes them inside the batch's transaction.
+    """
+
+    name: str
+    parse: Callable[..., Any]
+    store: Callable[..., None]
+
+
+_EXTRA_TYPES: dict[str, ItemType] = {}
+
+
+def register_item_type(item_type: ItemType) -> None:
+    """Called from an app's ready(); the type is then accepted like the built-in ones."""
+    if item_type.name in _PARSERS:
+        raise ValueError(f"{item_type.name} is a built-in item type")
+    _EXTRA_TYPES[item_type.name] = item_type
+
+
+def item_types() -> tuple[str, ...]:
+    return (*ITEM_TYPES, *_EXTRA_TYPES)
+
+
 @dataclass
 class ItemOutcome:
     index: int
@@ -165,7 +192,8 @@ def _prepare(index: int, item: Any, *, now: datetime) -> _Prepared | _Rejected:
     client_id = (
         str(raw_id) if isinstance(raw_id, (str, int)) and not isinstance(raw_id, bool) else ""
     )
-    safe_type = item_type if isinstance(item_type, str) and item_type in _PARSERS else ""
+    known = isinstance(item_type, str) and (item_type in _PARSERS or item_type in _EXTRA_TYPES)
+    safe_type = item_type if known and isinstance(item_type, str) else ""
     if not client_id or len(client_id) > 200:
         return _Rejected(
             index, safe_type, "", ItemError("missing_field", "id", "id must be 1-200 characters.")
@@ -179,7 +207,7 @@ def _prepare(index: int, item: Any, *, now: datetime) -> _Prepared | _Rejected:
             index,
             "",
             client_id,
-            ItemError("unknown_type", "type", f"type must be one of {', '.join(ITEM_TYPES)}."),
+            ItemError("unknown_type", "type", f"type must be one of {', '.join(item_types())}."),
         )
     body = item.get("body")
     if not isinstance(body, dict):
@@ -200,7 +228,8 @@ def _prepare(index: int, item: Any, *, now: datetime) -> _Prepared | _Rejected:
             ItemError("scrub_failed", "body", "body is not plain JSON."),
         )
     try:
-        fields = _PARSERS[safe_type](clean, now=now)
+        parse = _PARSERS[safe_type] if safe_type in _PARSERS else _EXTRA_TYPES[safe_type].parse
+        fields = parse(clean, now=now)
     except ItemError as exc:
         return _Rejected(index, safe_type, client_id, exc)
     return _Prepared(index, safe_type, client_id, digest, fields)
@@ -362,9 +391,12 @@ def _store(*, batch: IngestBatch, items: list[_Prepared], now: datetime) -> None
     runner_events: list[tuple[_Prepared, RunnerEventFields, RunnerEvent]] = []
     receipts: list[tuple[_Prepared, ReceiptFields]] = []
     audits: list[AuditEvent] = []
+    extras: dict[str, list[tuple[str, Any]]] = defaultdict(list)
     for item in items:
         fields = item.fields
-        if isinstance(fields, FailureFields):
+        if item.item_type in _EXTRA_TYPES:
+            extras[item.item_type].append((item.client_id, fields))
+        elif isinstance(fields, FailureFields):
             failures.append((item, fields, None))
         elif isinstance(fields, RunnerEventFields):
             event = RunnerEvent(
@@ -398,6 +430,8 @@ def _store(*, batch: IngestBatch, items: list[_Prepared], now: datetime) -> None
             _receipt(batch, item, fields, policies) for item, fields in receipts
         )
     AuditEvent.objects.bulk_create(audits)
+    for name, parsed in extras.items():
+        _EXTRA_TYPES[name].store(batch=batch, items=parsed)
 
 
 def _policies_for(keys: list[tuple[str, str]]) -> dict[tuple[str, str], ToolPolicy]:
