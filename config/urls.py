@@ -28,5 +28,7 @@ urlpatterns = [
     path("api/v1/", include((api_urlpatterns, "api"))),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("qualitylab/", include("qualitylab.urls")),
+    path("learning/", include("learning.urls")),
     path("", include("triage.urls")),
 ]
