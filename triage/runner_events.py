@@ -41,8 +41,7 @@ the event type decides *whether* there is a failure, the metadata only *which* o
 Classification (DESIGN section 5), first match wins
 ---------------------------------------------------
 1. ``trace_metadata.failure_reason`` (or a top-level ``failure_reason``): the reason as
-   sent; the stage from the taxonomy (``triage.taxonomy.reason_info`` when importable,
-   else the catalog copy below). For a reason the catalog does not know: ``execute`` when
+   sent; the stage from the taxonomy (``triage.taxonomy.reason_info``). For a reason the catalog does not know: ``execute`` when
    an HTTP status or a ``tool`` error is present, else the event's own stage if it is a
    real one (not the engine's generic ``"runner"``), else the stage derived in step 3.
    A value that is not a code (letters, digits, ``_ . : -``) is ignored and flagged.
@@ -95,59 +94,17 @@ copies ``args_resolved``, ``output_preview``, ``output`` or ``trace_steps`` (raw
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-_ReasonLookup = Callable[[str], Any]
-
-_taxonomy_reason_info: _ReasonLookup | None
-try:  # The vocabulary's single source of truth, when it is importable.
-    from triage.taxonomy import reason_info as _imported_reason_info
-
-    _taxonomy_reason_info = _imported_reason_info
-except Exception:  # missing, or not importable here: use the catalog copy below
-    _taxonomy_reason_info = None
-
+from triage import taxonomy
 
 FAILURE_EVENT_TYPES: frozenset[str] = frozenset({"step.failed", "step.skipped", "plan.aborted"})
 """Event types that can describe a failure. ``step.failed`` and ``step.skipped`` always
 yield a record; ``plan.aborted`` only when no ``step.failed`` carried the same failure
 (see the module docstring), so forwarding every event yields one record per failure."""
 
-# The seed catalog (000), used only when triage.taxonomy cannot answer.
-_CATALOG_STAGE_REASONS: dict[str, tuple[str, ...]] = {
-    "retrieve": ("no_candidates", "not_retrieved", "low_confidence"),
-    "select_target": (
-        "llm_target_mismatch",
-        "llm_target_not_in_candidates",
-        "ambiguous_target",
-        "selector_mismatch",
-    ),
-    "synthesize": (
-        "unknown_target",
-        "unsatisfied_field",
-        "enum_required",
-        "dynamic_option_required",
-        "cycle",
-        "max_depth",
-        "user_input_fallback",
-        "synthesis_error",
-    ),
-    "bind_request": ("binding_failed", "argument_coercion_failed", "missing_required_argument"),
-    "auth_preflight": (
-        "auth_context_required",
-        "auth_profile_missing",
-        "auth_header_resolution_failed",
-    ),
-    "execute": ("auth_failed", "http_4xx", "http_5xx", "timeout", "network_error"),
-    "cleanup": ("cleanup_failed", "cleanup_not_configured"),
-    "learn": ("scrub_failed", "promotion_rejected", "insufficient_repeated_success"),
-    "service": ("uncaught_server_error",),
-}
-_FALLBACK_REASON_STAGE: dict[str, str] = {
-    reason: stage for stage, reasons in _CATALOG_STAGE_REASONS.items() for reason in reasons
-}
 # Failures filed here happen before a request is built or sent.
 _PRE_EXECUTION_STAGES = frozenset(
     {"retrieve", "select_target", "synthesize", "bind_request", "auth_preflight"}
@@ -474,23 +431,8 @@ def _stage_for_unknown_reason(
 
 
 def _catalog_stage(reason: str) -> str | None:
-    if _taxonomy_reason_info is not None:
-        try:
-            info = _taxonomy_reason_info(reason)
-        except (LookupError, ValueError):
-            info = None
-        stage = _stage_of(info)
-        if stage:
-            return stage
-    return _FALLBACK_REASON_STAGE.get(reason)
-
-
-def _stage_of(info: Any) -> str | None:
-    if info is None:
-        return None
-    stage = info.get("stage") if isinstance(info, Mapping) else getattr(info, "stage", None)
-    stage = getattr(stage, "value", stage)  # an Enum member
-    return stage if isinstance(stage, str) and stage else None
+    info = taxonomy.reason_info(reason)
+    return info.stage if info is not None else None
 
 
 def _explicit_reason(
