@@ -71,3 +71,43 @@ def test_viewer_sees_no_action_buttons(
     assert page.locator("button:has-text('Resolve')").count() == 0
     assert page.locator("button:has-text('Acknowledge')").count() == 0
     screenshot("group-viewer")
+
+
+def test_operator_reconciles_an_uncertain_receipt(
+    page: Any, live_server: Any, sign_in: Any, screenshot: Any
+) -> None:
+    from tests.factories import receipt_item
+    from triage.models import Reconciliation
+
+    batch_ingest(
+        owner="browser-test",
+        items=[
+            receipt_item(
+                "uncertain",
+                tool_run_id="tr_browser_1",
+                tool="sendInvoiceEmail",
+                result="uncertain",
+                code="REMOTE_TIMEOUT_AFTER_ACCEPT",
+                execution_state="started_unknown",
+                side_effect="external_write",
+                idempotency_key="notify:invoice-819",
+            )
+        ],
+    )
+    sign_in("operator")
+    page.click("text=Receipts")
+    page.wait_for_url("**/receipts/")
+    assert page.locator("text=tr_browser_1").first.is_visible()
+    assert page.locator("text=No retry until reconciled").first.is_visible()
+    screenshot("receipts-before")
+    page.check("input[name=finding][value=not_applied]")
+    page.fill("textarea[name=note]", "mail log shows no send for invoice 819")
+    page.click("button:has-text('Record')")
+    expect(page.locator("text=Recently reconciled")).to_be_visible()
+    expect(page.locator("text=mail log shows no send for invoice 819").first).to_be_visible()
+    screenshot("receipts-after")
+    reconciliation = Reconciliation.objects.get()
+    assert (reconciliation.finding, reconciliation.actor.username) == (
+        "not_applied",
+        "operator-browser",
+    )
