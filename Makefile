@@ -15,10 +15,12 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test]'
 	@touch $@
 
-## Debian's Chromium for the browser tests (Playwright never downloads a browser here).
+## Debian's Chromium (and a CJK font for Korean text) for the browser tests; Playwright
+## never downloads a browser here.
 browser:
-	@test -x /usr/bin/chromium || apt-get install -y -q chromium || \
-		(apt-get update -q && apt-get install -y -q chromium) || \
+	@(test -x /usr/bin/chromium && test -d /usr/share/fonts/opentype/noto) || \
+		apt-get install -y -q chromium fonts-noto-cjk || \
+		(apt-get update -q && apt-get install -y -q chromium fonts-noto-cjk) || \
 		echo "Could not install chromium: browser tests will be skipped."
 
 ## Install, migrate, load the demo through the real ingest API, start web + worker.

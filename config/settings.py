@@ -231,6 +231,22 @@ TRIAGE_INGEST_QUOTA_PER_MINUTE = env_int("TRIAGE_INGEST_QUOTA_PER_MINUTE", 600_0
 QUALITYLAB_STALE_RUN_SECONDS = env_int("QUALITYLAB_STALE_RUN_SECONDS", 60, minimum=1)
 QUALITYLAB_EXECUTE_TIMEOUT_SECONDS = env_float("QUALITYLAB_EXECUTE_TIMEOUT_SECONDS", 30.0)
 TRIAGE_DATABASE_RETRY_AFTER_SECONDS = env_int("TRIAGE_DATABASE_RETRY_AFTER_SECONDS", 5, minimum=1)
+# Learning review: the promotion gate (learning/gate.py). A suggestion becomes promotable
+# after this many successful observations of its query family, when at most this share of
+# the recent attempts with its target failed and this share of the family's recent
+# successes chose the same target.
+LEARNING_MIN_SUCCESS_OBSERVATIONS = env_int("LEARNING_MIN_SUCCESS_OBSERVATIONS", 2, minimum=1)
+LEARNING_MAX_RECENT_FAILURE_RATIO = env_float("LEARNING_MAX_RECENT_FAILURE_RATIO", 0.5)
+LEARNING_MIN_TARGET_AGREEMENT = env_float("LEARNING_MIN_TARGET_AGREEMENT", 0.8)
+# "Recent": the newest attempts of a query family the gate looks at.
+LEARNING_RECENT_ATTEMPTS = env_int("LEARNING_RECENT_ATTEMPTS", 20, minimum=1)
+# Policy promotes promotable suggestions of read-only collections in "promoted" mode;
+# write-capable collections always wait for a reviewer.
+LEARNING_AUTO_PROMOTE = env_bool("LEARNING_AUTO_PROMOTE", True)
+if not 0.0 <= LEARNING_MAX_RECENT_FAILURE_RATIO <= 1.0:
+    raise ImproperlyConfigured("LEARNING_MAX_RECENT_FAILURE_RATIO must be between 0 and 1.")
+if not 0.0 <= LEARNING_MIN_TARGET_AGREEMENT <= 1.0:
+    raise ImproperlyConfigured("LEARNING_MIN_TARGET_AGREEMENT must be between 0 and 1.")
 
 LOGGING = {
     "version": 1,

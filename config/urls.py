@@ -7,6 +7,7 @@ from django.http import HttpRequest, JsonResponse
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from learning.api_urls import urlpatterns as learning_api_urls
 from triage.urls import api_urlpatterns
 
 
@@ -26,6 +27,7 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("api/v1/", include((api_urlpatterns, "api"))),
+    path("api/v1/learning/", include((learning_api_urls, "learning-api"))),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("qualitylab/", include("qualitylab.urls")),

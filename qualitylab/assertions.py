@@ -30,9 +30,25 @@ outcome can be re-evaluated later. Each result is ``{name, expected, actual, pas
 the case status: a failure whose reason is in ``allowed_failure_reasons`` does not fail the
 case (``failure_allowed`` records that), any assertion with ``passed is False`` does.
 
-Learning assertions (``shadow_rank_lte_current_rank``, ``selected_target_changed``,
-``raw_secret_present``, ``promotion_status``) belong to the learning review, which is not
-built yet: they are rejected with a clear error rather than half-evaluated.
+Learning assertions (graph-tool-call's shadow and promotion docs) read the outcome's
+``learning`` section, which the engine fills when the case runs with a shadow ranking (its
+collection is in ``shadow`` mode), and the outcome as a whole:
+
+* ``shadow_rank_lte_current_rank`` (default ``true``): the expected target ranks no worse
+  with learning applied (a target missing from the Top-K ranks last);
+* ``selected_target_changed`` (``true``/``false``, plan and execute cases): whether the
+  selector would pick another target on the shadow ranking;
+* ``raw_secret_present`` (default ``false``): whether anything in the stored outcome is
+  still a secret (triage.scrub finds something to redact); reports paths, never values;
+* ``promotion_status`` (a status or a list): the status of the learning suggestion that
+  boosted the expected target in the shadow ranking.
+
+Written in the list style (``{"type": "selected_target_changed", "equals": false}``,
+``{"type": "promotion_status", "in": ["suggested", "promotable"]}``), in the object style
+(``{"raw_secret_present": false}``) or in the documented learning block of a case
+(``"learning": {"mode": "shadow", "assertions": {...}}``, see :func:`add_learning_block`).
+Without a shadow comparison they are not evaluated (``passed: null``), except
+``raw_secret_present``, which always is.
 """
 
 from __future__ import annotations
@@ -65,12 +81,13 @@ _MODES_FOR_TYPE: dict[str, frozenset[str]] = {
     "http_status": frozenset({"execute"}),
     "json_path_exists": frozenset({"execute"}),
     "uncaught_server_error": frozenset(MODES),
+    "shadow_rank_lte_current_rank": frozenset(MODES),
+    "selected_target_changed": frozenset({"plan", "execute"}),
+    "raw_secret_present": frozenset(MODES),
+    "promotion_status": frozenset(MODES),
 }
 
-# ---- room for the learning review ---------------------------------------------------
-# These arrive with the learning review (shadow metrics, scrubbing, promotion). Until then
-# they are known names that are refused, so a case file written for that feature fails
-# loudly at import instead of passing without being checked.
+# ---- learning (shadow metrics, scrubbing, promotion) --------------------------------------
 LEARNING_ASSERTION_TYPES: frozenset[str] = frozenset(
     {
         "shadow_rank_lte_current_rank",
@@ -79,14 +96,20 @@ LEARNING_ASSERTION_TYPES: frozenset[str] = frozenset(
         "promotion_status",
     }
 )
-_LEARNING_MESSAGE = (
-    "learning assertions arrive with the learning review; {name!r} cannot be evaluated yet"
-)
+# A boolean learning check written without a value asserts its usual expectation.
+_LEARNING_DEFAULTS: dict[str, bool] = {
+    "shadow_rank_lte_current_rank": True,
+    "raw_secret_present": False,
+}
+PROMOTION_STATUSES: tuple[str, ...] = ("suggested", "promotable", "promoted", "rejected")
+# Hashing the check's copy of an identifier needs a key; nothing it hashes is kept.
+_SECRET_CHECK_KEY = b"quality-lab-raw-secret-check"
 
 _OBJECT_KEYS: tuple[str, ...] = (
     "selected_target",
     "allowed_failure_reasons",
     "uncaught_server_error",
+    *sorted(LEARNING_ASSERTION_TYPES),
 )
 _TOOL_NAME_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,200}$")
 _JSON_PATH_SEGMENT_RE = re.compile(r"\.([^.\[\]]+)|\[(\d+|\*)\]|\['([^']+)'\]")
@@ -118,9 +141,9 @@ class Assertion:
     def describe_expected(self) -> Any:
         if self.type == "top_k_contains":
             return {"tool": self.expected, "k": self.k}
-        if self.type == "http_status":
-            statuses = list(self.expected)
-            return statuses[0] if len(statuses) == 1 else statuses
+        if self.type in ("http_status", "promotion_status"):
+            values = list(self.expected)
+            return values[0] if len(values) == 1 else values
         return self.expected
 
 
@@ -162,9 +185,10 @@ def _parse_list(items: list[Any], *, mode: str, expected_top_k: int, field: str)
         if not isinstance(kind, str) or not kind:
             raise CaseSpecError(f"{where}.type", "is required")
         if kind in LEARNING_ASSERTION_TYPES:
-            raise CaseSpecError(f"{where}.type", _LEARNING_MESSAGE.format(name=kind))
+            checks.append(_parse_learning_typed(kind, item, where=where, mode=mode))
+            continue
         if kind not in ASSERTION_TYPES:
-            known = ", ".join(ASSERTION_TYPES)
+            known = ", ".join((*ASSERTION_TYPES, *sorted(LEARNING_ASSERTION_TYPES)))
             raise CaseSpecError(
                 f"{where}.type", f"unknown assertion type {kind!r} (known: {known})"
             )
@@ -223,8 +247,6 @@ def _statuses(item: Mapping[str, Any], where: str) -> tuple[int, ...]:
 
 def _parse_object(value: Mapping[str, Any], *, mode: str, field: str) -> AssertionSet:
     for key in value:
-        if key in LEARNING_ASSERTION_TYPES:
-            raise CaseSpecError(f"{field}.{key}", _LEARNING_MESSAGE.format(name=key))
         if key not in _OBJECT_KEYS:
             known = ", ".join(_OBJECT_KEYS)
             raise CaseSpecError(f"{field}.{key}", f"unknown assertion key (known: {known})")
@@ -238,12 +260,89 @@ def _parse_object(value: Mapping[str, Any], *, mode: str, field: str) -> Asserti
         if not isinstance(flag, bool):
             raise CaseSpecError(f"{field}.uncaught_server_error", "must be true or false")
         checks.append(Assertion("uncaught_server_error", flag))
+    for key in sorted(LEARNING_ASSERTION_TYPES):
+        if key in value:
+            checks.append(_learning_check(key, value[key], where=f"{field}.{key}", mode=mode))
     allowed: tuple[str, ...] = ()
     if "allowed_failure_reasons" in value:
         allowed = _reason_codes(
             value["allowed_failure_reasons"], f"{field}.allowed_failure_reasons"
         )
     return AssertionSet(checks=tuple(checks), allowed_failure_reasons=allowed, style="object")
+
+
+def _parse_learning_typed(
+    kind: str, item: Mapping[str, Any], *, where: str, mode: str
+) -> Assertion:
+    allowed = {"type", "equals", "in"} if kind == "promotion_status" else {"type", "equals"}
+    extra = sorted(str(key) for key in item if key not in allowed)
+    if extra:
+        raise CaseSpecError(f"{where}.{extra[0]}", f"is not a field of {kind}")
+    if kind == "promotion_status":
+        if ("equals" in item) == ("in" in item):
+            raise CaseSpecError(where, "promotion_status needs exactly one of 'equals' or 'in'")
+        key = "equals" if "equals" in item else "in"
+        _check_mode(kind, mode=mode, where=f"{where}.type")
+        return _learning_check(kind, item[key], where=f"{where}.{key}")
+    if "equals" not in item and kind not in _LEARNING_DEFAULTS:
+        raise CaseSpecError(f"{where}.equals", "is required (true or false)")
+    _check_mode(kind, mode=mode, where=f"{where}.type")
+    value = item.get("equals", _LEARNING_DEFAULTS.get(kind))
+    return _learning_check(kind, value, where=f"{where}.equals")
+
+
+def _learning_check(kind: str, value: Any, *, where: str, mode: str | None = None) -> Assertion:
+    if mode is not None:
+        _check_mode(kind, mode=mode, where=where)
+    if kind != "promotion_status":
+        if not isinstance(value, bool):
+            raise CaseSpecError(where, "must be true or false")
+        return Assertion(kind, value)
+    statuses = [value] if isinstance(value, str) else value
+    if (
+        not isinstance(statuses, list)
+        or not statuses
+        or not all(status in PROMOTION_STATUSES for status in statuses)
+    ):
+        raise CaseSpecError(
+            where, f"must be a status or a list of statuses: {', '.join(PROMOTION_STATUSES)}"
+        )
+    return Assertion(kind, tuple(dict.fromkeys(statuses)))
+
+
+def add_learning_block(assertions: AssertionSet, block: Any, *, mode: str) -> AssertionSet:
+    """Add the checks of graph-tool-call's documented case block ``{"learning": {"mode":
+    "shadow", "expected_target": ..., "assertions": {...}}}`` (learning checks only)."""
+    if block is None:
+        return assertions
+    if not isinstance(block, Mapping):
+        raise CaseSpecError("learning", "must be an object (mode, expected_target, assertions)")
+    target = block.get("expected_target")
+    if target is not None:
+        _tool_name(target, "learning.expected_target")
+    if block.get("mode") not in (None, "observe", "shadow", "promoted"):
+        raise CaseSpecError("learning.mode", "must be observe, shadow or promoted")
+    checks = block.get("assertions")
+    if checks is None:
+        return assertions
+    if not isinstance(checks, Mapping):
+        raise CaseSpecError("learning.assertions", "must be an object of learning assertions")
+    added: list[Assertion] = []
+    for key, value in checks.items():
+        if key not in LEARNING_ASSERTION_TYPES:
+            known = ", ".join(sorted(LEARNING_ASSERTION_TYPES))
+            raise CaseSpecError(
+                f"learning.assertions.{key}", f"is not a learning assertion ({known})"
+            )
+        added.append(_learning_check(key, value, where=f"learning.assertions.{key}", mode=mode))
+    if len(assertions.checks) + len(added) > _MAX_ASSERTIONS:
+        raise CaseSpecError("learning.assertions", f"at most {_MAX_ASSERTIONS} assertions per case")
+    style = assertions.style if assertions.style != "none" else "object"
+    return AssertionSet(
+        checks=(*assertions.checks, *added),
+        allowed_failure_reasons=assertions.allowed_failure_reasons,
+        style=style,
+    )
 
 
 def _reason_codes(value: Any, where: str) -> tuple[str, ...]:
@@ -354,6 +453,8 @@ def _evaluate_one(check: Assertion, outcome: CaseOutcome) -> dict[str, Any]:
         reason = (outcome.failure or {}).get("reason")
         actual = reason == "uncaught_server_error"
         passed = actual is check.expected
+    elif check.type in LEARNING_ASSERTION_TYPES:
+        actual, passed = _evaluate_learning(check, outcome)
     result: dict[str, Any] = {
         "name": check.type,
         "expected": check.describe_expected(),
@@ -361,8 +462,82 @@ def _evaluate_one(check: Assertion, outcome: CaseOutcome) -> dict[str, Any]:
         "passed": passed,
     }
     if passed is None:
-        result["note"] = "not evaluated: the stage it reads did not run"
+        result["note"] = (
+            "not evaluated: no shadow comparison (the collection is not in shadow mode)"
+            if check.type in LEARNING_ASSERTION_TYPES
+            else "not evaluated: the stage it reads did not run"
+        )
     return result
+
+
+def _evaluate_learning(check: Assertion, outcome: CaseOutcome) -> tuple[Any, bool | None]:
+    if check.type == "raw_secret_present":
+        paths = raw_secret_paths(outcome)
+        present = bool(paths)
+        return ({"present": present, "paths": paths[:5]}, present is check.expected)
+    learning = outcome.learning or {}
+    if learning.get("mode") != "shadow" or "current_rank" not in learning:
+        return None, None
+    if check.type == "shadow_rank_lte_current_rank":
+        current, shadow = learning.get("current_rank"), learning.get("shadow_rank")
+        # A target outside the Top-K ranks after every row in it.
+        holds = (shadow or 10**6) <= (current or 10**6)
+        return {"current_rank": current, "shadow_rank": shadow}, holds is check.expected
+    if check.type == "selected_target_changed":
+        changed = learning.get("selected_target_changed")
+        if changed is None:
+            return None, None
+        return changed, changed is check.expected
+    target = learning.get("expected_target") or (outcome.search or {}).get("expected_target")
+    statuses = [
+        signal.get("status")
+        for signal in learning.get("signals") or []
+        if isinstance(signal, Mapping) and signal.get("target") == target
+    ]
+    status = statuses[0] if statuses else None
+    return status, status in check.expected
+
+
+# The scrubber redacts every value under a generic key such as "session" (it may be a
+# token); the engine stores a session's *name* there ("default", "expired"), not a secret.
+_GENERIC_SECRET_KEYS = frozenset({"session", "token", "auth", "credential", "credentials"})
+_PLAIN_NAME_RE = re.compile(r"^[a-z][a-z_-]{0,39}$")
+
+
+def _a_name_under_a_generic_key(key: str, value: Any) -> bool:
+    return (
+        key.lower() in _GENERIC_SECRET_KEYS
+        and isinstance(value, str)
+        and bool(_PLAIN_NAME_RE.match(value))
+    )
+
+
+def raw_secret_paths(outcome: CaseOutcome) -> list[str]:
+    """Where the stored outcome still holds something triage.scrub would redact."""
+    from triage.scrub import ScrubError, scrub_payload
+
+    data = {key: value for key, value in outcome.to_dict().items() if key != "assertions"}
+    try:
+        clean = scrub_payload(data, path="$", hash_key=_SECRET_CHECK_KEY)
+    except ScrubError as exc:
+        return [exc.path]
+    return _differences(data, clean, "$")
+
+
+def _differences(raw: Any, clean: Any, path: str) -> list[str]:
+    if isinstance(raw, Mapping) and isinstance(clean, Mapping):
+        found = [f"{path}.{key}" for key in raw if key not in clean]
+        for key, value in raw.items():
+            if key not in clean or _a_name_under_a_generic_key(str(key), value):
+                continue
+            found += _differences(value, clean[key], f"{path}.{key}")
+        return found
+    if isinstance(raw, list) and isinstance(clean, list) and len(raw) == len(clean):
+        found = []
+        for index, (item, cleaned) in enumerate(zip(raw, clean, strict=True)):
+            found += _differences(item, cleaned, f"{path}[{index}]")
+        return found
+    return [] if raw == clean else [path]
 
 
 def _returned_names(search: Mapping[str, Any] | None) -> list[str] | None:

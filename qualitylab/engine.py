@@ -31,7 +31,7 @@ Cases
     ``auth_session`` (which runtime session of the :class:`ExecutionContext` to use;
     default ``"default"``) and ``description``. Unknown keys are kept in ``extra``
     (the schema is additive). Errors are :class:`CaseSpecError` naming the field.
-    ``run_case(collection, case, *, execution=None, rerank=None) -> CaseOutcome``
+    ``run_case(collection, case, *, execution=None, rerank=None, shadow=None) -> CaseOutcome``
         Never raises: any exception inside a case becomes ``service/uncaught_server_error``
         (the exception type in evidence, never its message).
 
@@ -81,13 +81,26 @@ normalized record), ``failure_allowed``, ``latency_ms`` per stage (``search``, `
 ``plan``, ``execute``, ``cleanup``). No response body is stored: JSON-path assertions keep
 only ``{exists, shape}``.
 
-Extension point for learning
-----------------------------
+Extension points for learning
+-----------------------------
 ``run_case(..., rerank=...)`` takes ``(query, retrieval_rows) -> retrieval_rows`` and runs
-it between retrieval and target selection. The learning review will pass a closure over
-graph-tool-call's ``apply_learning_suggestions(query, rows, suggestions, mode="shadow")``;
-the outcome then records ``learning = {"rerank_applied": true}`` and the ranks after it.
-Nothing else about learning lives here yet.
+it between retrieval and target selection: the case then runs on the reranked rows and the
+outcome records ``learning = {"rerank_applied": true}``.
+
+``run_case(..., shadow=...)`` takes the same kind of callable (the learning review passes a
+closure over graph-tool-call's ``apply_learning_suggestions(query, rows, suggestions,
+mode="shadow")``, sorted best first) but changes nothing about the run: the case selects,
+plans and executes on the current rows, and ``learning`` records the comparison
+(``mode: "shadow"``): ``expected_target``, ``current_rank`` / ``shadow_rank`` of it in the
+Top-K, ``rank_delta`` (current minus shadow: positive when learning moves it up),
+``current_selected_target`` / ``shadow_selected_target`` and ``selected_target_changed``
+(the selector run again on the shadow rows; ``None`` for search cases),
+``current_failure_reason`` / ``shadow_failure_reason`` and ``failure_reason_changed`` (the
+shadow reason is judged at retrieval and selection; when the shadow run would select the
+same target the later stages are the same, when it selects another one they are unknown
+and ``shadow_failure_reason`` is ``None``), the shadow Top-5 and the applied ``signals``
+(suggestion id, type, target, status, boost). A case whose collection is not in shadow mode
+has no comparison; its learning assertions read ``null`` and are not evaluated.
 """
 
 from __future__ import annotations
@@ -564,6 +577,9 @@ class CaseSpec:
         parsed = case_assertions.parse_assertions(
             data.get("assertions"), mode=str(mode), expected_top_k=top_k
         )
+        # graph-tool-call's documented learning block: {"learning": {"mode": "shadow",
+        # "expected_target": ..., "assertions": {...}}}; kept in extra, its checks added.
+        parsed = case_assertions.add_learning_block(parsed, data.get("learning"), mode=str(mode))
         return cls(
             id=case_id,
             mode=str(mode),
@@ -720,6 +736,15 @@ def _json_safe_outcome(value: Any) -> Any:
     return json.loads(json.dumps(value, ensure_ascii=False, default=str))
 
 
+def _learning_expected_target(case: CaseSpec) -> str | None:
+    """The target a shadow comparison ranks: the case's documented ``learning`` block may
+    name its own (graph-tool-call's Quality Lab docs), else the case's expected target."""
+    block = case.extra.get("learning")
+    if isinstance(block, Mapping) and isinstance(block.get("expected_target"), str):
+        return str(block["expected_target"]) or case.expected_target
+    return case.expected_target
+
+
 def failure_record(
     stage: str,
     reason: str,
@@ -758,15 +783,26 @@ def run_case(
     *,
     execution: ExecutionContext | None = None,
     rerank: Rerank | None = None,
+    shadow: Rerank | None = None,
 ) -> CaseOutcome:
     """Run one case through its mode's stages. Never raises (see the module docstring)."""
-    run = _CaseRun(collection, case, execution, rerank)
+    run = _CaseRun(collection, case, execution, rerank, shadow)
     try:
         run.run()
     except Exception as exc:  # a case must never crash its run
         if _must_propagate(exc):
             raise
         run.fail_uncaught(exc)
+    try:
+        run.compare_shadow()
+    except Exception as exc:  # the shadow comparison never decides a case either
+        if _must_propagate(exc):
+            raise
+        run.outcome.learning = {
+            **(run.outcome.learning or {}),
+            "mode": "shadow",
+            "error": f"{type(exc).__name__} while comparing the shadow ranking",
+        }
     try:
         run.finish()
     except Exception as exc:  # the same promise for assertion evaluation
@@ -797,11 +833,14 @@ class _CaseRun:
         case: CaseSpec,
         execution: ExecutionContext | None,
         rerank: Rerank | None,
+        shadow: Rerank | None = None,
     ) -> None:
         self.collection = collection
         self.case = case
         self.execution = execution
         self.rerank = rerank
+        self.shadow = shadow
+        self.current_rows: list[dict[str, Any]] | None = None
         self.outcome = CaseOutcome(case_id=case.id, mode=case.mode)
         self.stage = "search"
 
@@ -862,6 +901,86 @@ class _CaseRun:
         except _Stop:
             return
 
+    # -- learning: the shadow comparison ---------------------------------------------
+
+    def compare_shadow(self) -> None:
+        """Record what the shadow ranking would change (see "Extension points"). Runs after
+        the case, so a failing shadow callable can never change the case's own outcome."""
+        if self.shadow is None or self.current_rows is None:
+            return
+        case, outcome = self.case, self.outcome
+        # Copies: the shadow ranking must not touch the rows the case ran on.
+        shadow_rows = list(self.shadow(case.query, [dict(row) for row in self.current_rows]))[
+            : case.expected_top_k
+        ]
+        expected = _learning_expected_target(case)
+        current_names = [str(row.get("name")) for row in self.current_rows]
+        shadow_names = [str(row.get("name")) for row in shadow_rows]
+        current_rank = current_names.index(expected) + 1 if expected in current_names else None
+        shadow_rank = shadow_names.index(expected) + 1 if expected in shadow_names else None
+        current_reason = (outcome.failure or {}).get("reason")
+        current_selected: str | None = None
+        shadow_selected: str | None = None
+        target_changed: bool | None = None
+        if case.mode == "search":
+            shadow_reason = self.search_failure_reason(shadow_rows)
+            if current_reason not in (None, "no_candidates", "not_retrieved", "low_confidence"):
+                shadow_reason = current_reason
+        else:
+            current_selected = (outcome.target_selector or {}).get("selected_target")
+            selection = select_target_candidate(
+                case.query,
+                shadow_names,
+                self.collection.tools,
+                retrieval_results=shadow_rows,
+                llm_target=case.llm_target,
+            )
+            shadow_selected = str(selection.get("selected_target") or "") or None
+            target_changed = shadow_selected != current_selected
+            failure = self.selection_failure(shadow_rows, selection)
+            if failure is not None:
+                shadow_reason = failure["reason"]
+            elif not target_changed:
+                shadow_reason = current_reason  # the same target: the same later stages
+            else:
+                shadow_reason = None  # another target: what would follow is unknown
+        outcome.learning = {
+            **(outcome.learning or {}),
+            "mode": "shadow",
+            "expected_target": expected,
+            "current_rank": current_rank,
+            "shadow_rank": shadow_rank,
+            "rank_delta": current_rank - shadow_rank if current_rank and shadow_rank else None,
+            "current_selected_target": current_selected,
+            "shadow_selected_target": shadow_selected,
+            "selected_target_changed": target_changed,
+            "current_failure_reason": current_reason,
+            "shadow_failure_reason": shadow_reason,
+            "failure_reason_changed": shadow_reason != current_reason,
+            "shadow_top": shadow_names[:5],
+            "signals": [
+                {
+                    key: row["learning"].get(key)
+                    for key in ("suggestion_id", "suggestion_type", "target", "status", "score")
+                }
+                for row in shadow_rows
+                if isinstance(row.get("learning"), Mapping)
+            ],
+        }
+
+    def search_failure_reason(self, rows: list[dict[str, Any]]) -> str | None:
+        """What check_search would say about these rows, without failing the case."""
+        expected = self.case.expected_target
+        if not rows:
+            return "no_candidates"
+        if expected is None:
+            return None
+        names = [str(row.get("name")) for row in rows]
+        if expected not in names:
+            return "not_retrieved"
+        breakdown = rows[names.index(expected)].get("score_breakdown") or {}
+        return "low_confidence" if float(breakdown.get("seed") or 0.0) <= 0.0 else None
+
     # -- search ----------------------------------------------------------------------
 
     def search(self) -> list[dict[str, Any]]:
@@ -878,6 +997,7 @@ class _CaseRun:
             if self.rerank is not None:
                 rows = list(self.rerank(case.query, rows))[: case.expected_top_k]
                 self.outcome.learning = {"rerank_applied": True}
+        self.current_rows = rows
         names = [str(row.get("name")) for row in rows]
         hit_rank = names.index(case.expected_target) + 1 if case.expected_target in names else None
         scores = [float(row.get("score") or 0.0) for row in rows]

@@ -17,6 +17,7 @@ from django.db.models import F, Field, Max
 from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
 
+from learning import services as learning_services
 from qualitylab import engine
 from qualitylab.metrics import run_metrics
 from qualitylab.models import (
@@ -408,6 +409,8 @@ def run_execute(
     version = run.version
     loaded = engine.engine_for(version.artifact(), version.artifact_hash)
     context = execution_context(run.collection)
+    # A collection in learning's shadow mode: every case also ranks with its suggestions.
+    shadow = learning_services.shadow_reranker(collection=run.collection)
     done = set(run.results.values_list("case_id", "repetition"))
     cases = {case.pk: case for case in QualityCase.objects.filter(pk__in=run.case_ids)}
     for case_pk in run.case_ids:
@@ -418,20 +421,28 @@ def run_execute(
             if (case_pk, repetition) in done:
                 continue
             if CaseRun.objects.filter(pk=run_id, cancel_requested=True).exists():
+                learning_services.quality_lab_run_record(run=run)
                 _finish_run(run, status=RunStatus.CANCELLED)
                 return run
             result = _run_one(
-                run=run, case=case, repetition=repetition, loaded=loaded, context=context
+                run=run,
+                case=case,
+                repetition=repetition,
+                loaded=loaded,
+                context=context,
+                shadow=shadow,
             )
             if result is not None and on_case is not None:
                 on_case(result)
+    # One learning attempt per executed case, and the shadow evidence (idempotent).
+    learning_services.quality_lab_run_record(run=run)
     _finish_run(run, status=RunStatus.DONE)
     return run
 
 
 def _run_one(
     *, run: CaseRun, case: QualityCase, repetition: int, loaded: engine.LoadedCollection,
-    context: engine.ExecutionContext | None,
+    context: engine.ExecutionContext | None, shadow: engine.Rerank | None = None,
 ) -> CaseResult | None:  # fmt: skip
     try:
         spec = case_spec(case)
@@ -441,7 +452,7 @@ def _run_one(
             "service", "uncaught_server_error", f"case is invalid: {exc}"
         )
     else:
-        outcome = engine.run_case(loaded, spec, execution=context)
+        outcome = engine.run_case(loaded, spec, execution=context, shadow=shadow)
     sections = outcome.to_dict()
     failure = outcome.failure or {}
     try:

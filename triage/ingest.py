@@ -92,6 +92,15 @@ def register_item_type(item_type: ItemType) -> None:
     _EXTRA_TYPES[item_type.name] = item_type
 
 
+_COLLECTION_LISTENERS: list[Callable[[set[str]], None]] = []
+
+
+def on_collections_seen(listener: Callable[[set[str]], None]) -> None:
+    """Called with the collection ids of each batch's failures and receipts, inside the
+    batch's transaction (the learning app registers collections it does not know yet)."""
+    _COLLECTION_LISTENERS.append(listener)
+
+
 def item_types() -> tuple[str, ...]:
     return (*ITEM_TYPES, *_EXTRA_TYPES)
 
@@ -432,6 +441,11 @@ def _store(*, batch: IngestBatch, items: list[_Prepared], now: datetime) -> None
     AuditEvent.objects.bulk_create(audits)
     for name, parsed in extras.items():
         _EXTRA_TYPES[name].store(batch=batch, items=parsed)
+    seen = {f.collection for _, f, _ in failures} | {r.values["collection"] for _, r in receipts}
+    seen.discard("")
+    if seen:
+        for listener in _COLLECTION_LISTENERS:
+            listener(seen)
 
 
 def _policies_for(keys: list[tuple[str, str]]) -> dict[tuple[str, str], ToolPolicy]:

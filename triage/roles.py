@@ -14,6 +14,8 @@ MANAGE_API_KEYS = "triage.manage_api_keys"
 RUN_QUALITY_LAB = "qualitylab.run_quality_lab"
 ADD_COLLECTION = "qualitylab.add_collection"
 CHANGE_CASE = "qualitylab.change_qualitycase"
+CHANGE_COLLECTION = "qualitylab.change_collection"
+REVIEW_SUGGESTION = "learning.review_suggestion"
 
 
 def user_roles(user: Any) -> list[str]:
@@ -41,6 +43,10 @@ _VIEW = (
     "qualitylab.view_suite",
     "qualitylab.view_caserun",
     "qualitylab.view_caseresult",
+    "learning.view_learningattempt",
+    "learning.view_suggestion",
+    "learning.view_review",
+    "learning.view_shadowobservation",
 )
 _QUALITY_LAB_WRITE = (
     "qualitylab.add_collection",
@@ -60,7 +66,7 @@ ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
         "triage.change_toolpolicy",
         *_QUALITY_LAB_WRITE,
     ),
-    "reviewer": _VIEW,
+    "reviewer": (*_VIEW, "learning.review_suggestion"),
     "admin": (
         *_VIEW,
         "triage.act_on_group",
@@ -73,6 +79,7 @@ ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
         "qualitylab.delete_collection",
         "qualitylab.delete_qualitycase",
         "qualitylab.delete_suite",
+        "learning.review_suggestion",
     ),
 }
 

@@ -41,7 +41,8 @@ the event type decides *whether* there is a failure, the metadata only *which* o
 Classification (DESIGN section 5), first match wins
 ---------------------------------------------------
 1. ``trace_metadata.failure_reason`` (or a top-level ``failure_reason``): the reason as
-   sent; the stage from the taxonomy (``triage.taxonomy.reason_info``). For a reason the catalog does not know: ``execute`` when
+   sent; the stage from the taxonomy (``triage.taxonomy.reason_info``). For a reason the
+   catalog does not know: ``execute`` when
    an HTTP status or a ``tool`` error is present, else the event's own stage if it is a
    real one (not the engine's generic ``"runner"``), else the stage derived in step 3.
    A value that is not a code (letters, digits, ``_ . : -``) is ignored and flagged.

@@ -1,62 +1,91 @@
 """Make every ingested item body safe before it reaches the database, a log line or Celery.
 
-The security boundary (DESIGN section 6, seed 000 "Security Boundary") allows booleans such as
-``auth_token_present``, header *names*, field names and paths, HTTP statuses, hashes and
-scrubbed values, and forbids bearer tokens, ``Authorization`` / ``Cookie`` / API-key values,
-raw request and response bodies, raw user ids, emails, phone numbers and card numbers.
+The security boundary (DESIGN section 6, seed 000 "Security Boundary") stores booleans such
+as ``auth_token_present``, header *names*, field names and paths, HTTP statuses, hashes and
+scrubbed values, and never bearer tokens, ``Authorization`` / ``Cookie`` / API-key values,
+raw request or response bodies, raw user ids, emails, phone numbers or card numbers.
 
-Public API: :func:`scrub_payload` (a whole nested JSON body), :func:`scrub_text` (one
-free-text string, also used by :class:`ScrubLogFilter`), :func:`hash_identifier` and
-:class:`ScrubError` (the item is rejected with ``scrub_failed``; ``.path`` names the field,
-the message never contains the offending value).
+Public API: :func:`scrub_payload` (a whole nested JSON body; returns a new JSON-safe value),
+:func:`scrub_text` (one free-text string; also what :class:`ScrubLogFilter` runs),
+:func:`hash_identifier` and :class:`ScrubError` (the item is rejected with ``scrub_failed``;
+``.path`` names the field; the message never contains the offending value). Both scrub
+functions are idempotent: scrubbing scrubbed output changes nothing.
+
+What happens to a body
+----------------------
+* Keys naming a secret (``authorization``, ``cookie``, ``token``, ``api_key``, ``secret``,
+  ``password``, ``credentials``, ``session``, ... matched per word, so ``accessToken`` and
+  ``x-api-key`` count and ``idempotency_key`` does not): the value becomes ``[REDACTED]``,
+  unless it is a boolean or null, or the key ends in ``_present``, ``_names``, ``_name``,
+  ``_hash``, ``_count``, ``_required`` (and a few more descriptive suffixes).
+* Identifiers (``user_id``, ``userId``, ``x-user-id``, ``member_id``, ``customer_id``,
+  ``session_id``, ``account_id``, ``email``, phone keys): ``<snake_key>_hash`` with
+  :func:`hash_identifier` of the value; an existing ``..._hash`` key wins.
+* Headers (a dict under ``*headers``, ``[name, value]`` pairs, ``{"name", "value"}``
+  objects): names stay; values of names containing auth/token/secret/key/session/cookie/...
+  become ``[REDACTED]``. ``{"name": N, "value": V}`` objects anywhere (OpenAPI parameters)
+  treat V as if it were keyed by N.
+* Raw bodies (``body``, ``raw_body``, ``request_body``, ``response_body``, ``raw``,
+  ``payload``, ``output_preview``; ``output`` / ``result`` unless a short code such as a
+  receipt's ``"blocked"``): ``{"redacted": "raw_body", "type", "size", "keys"}``. The root
+  is never a raw body.
+* Every string: :func:`scrub_text`, typed markers (``[REDACTED:jwt]``, ``[REDACTED:email]``);
+  then cut to 2,000 chars (``...[truncated N chars]`` included). Dict keys that look
+  secret become ``[REDACTED_KEY:n]``; lists keep 200 items plus ``"[truncated N items]"``.
+* Refused (ScrubError): nesting deeper than 32, more than 20,000 values, non-string keys,
+  NaN/infinity, anything that is not JSON (bytes, sets, objects).
 
 How graph-tool-call's ``scrub_trace_payload`` is used, and why not as a whole
 ---------------------------------------------------------------------------
-``graph_tool_call.learning.scrub_trace_payload`` (0.47.0) is right about bearer tokens,
-JWTs and emails, and its ``_BEARER_RE`` / ``_JWT_RE`` / ``_EMAIL_RE`` are applied here to
-every string as a final backstop pass (after our own, broader patterns have run, so they
-rarely find anything left). Its ``_RAW_PAYLOAD_KEY_RE`` decides which keys hold raw bodies.
-Calling the whole function, or its other patterns, would break the boundary the other way:
+``graph_tool_call.learning`` (0.47.0) is right about bearer tokens, JWTs and emails: its
+``_BEARER_RE`` and ``_JWT_RE`` run over every string, and its ``_EMAIL_RE`` over strings up
+to 256 chars, as a backstop after our own broader patterns (its email pattern backtracks
+quadratically: 100 KB of ``a.a.a...@`` takes a minute, so ours is the same pattern with
+RFC 5321 length bounds). Its ``_RAW_PAYLOAD_KEY_RE`` decides which keys hold raw bodies.
+Calling ``scrub_trace_payload`` itself would break the boundary the other way:
 
 * ``_PHONE_RE`` (any run of 9+ digits, spaces and dashes) redacts ISO dates and timestamps
   (``2026-11-29T20:16:13Z``), order numbers (``ORD-2026-000123``) and epoch milliseconds.
   Replaced by format-specific phone patterns (``+82 10-1234-5678``, ``010-1234-5678``,
   ``(555) 123-4567``, ``+1 555 123 4567``), Luhn-checked card numbers and resident
-  registration numbers.
+  registration numbers (fullwidth digits included).
 * ``_HEX_SECRET_RE`` (any 32+ hex run) redacts ``payload_hash``, ``target_fingerprint``,
-  ``session_id_hash`` and git SHAs, which the boundary explicitly stores. Not used: a bare
-  hex string is treated as a digest. A hex *secret* is still caught by its key
-  (``api_key``, ``token=...``) or its prefix.
-* ``_SECRET_KEY_RE`` (a substring match on the key) redacts ``auth_token_present: true``,
+  ``session_id_hash`` and git SHAs, which the boundary stores. Not used: a bare hex string
+  is a digest here. A hex *secret* is still caught by its key (``api_key``, ``token=...``).
+* ``_SECRET_KEY_RE`` (a substring match) redacts ``auth_token_present: true``,
   ``session_station_header_names: ["Authorization"]``, ``user_id_hash`` and LLM usage
-  counters such as ``prompt_tokens``. Replaced by word-level key matching with allowed
-  suffixes (``_present``, ``_names``, ``_hash``, ``_count``, ...), booleans always kept, and
-  identifiers hashed instead of dropped (``user_id`` -> ``user_id_hash``).
-* ``_RAW_PAYLOAD_KEY_RE`` also matches ``result`` and ``output``; a receipt's
-  ``result: "blocked"`` is a contract code, so a short code-like string under those two
-  keys is kept (a structured value is still summarized).
-* It misses provider keys (``sk-``, ``ghp_``, ``AKIA``, ``xoxb-``, Stripe, Google), PEM
-  private keys, URLs with credentials, ``password=...`` in text, ``Basic``/``Token`` auth,
-  cookies and API-key headers, card numbers, resident registration numbers and
-  parenthesized phone numbers; it leaves identifiers under keys such as ``member_id``.
-  All are added here.
+  counters (``prompt_tokens``), and drops raw user ids instead of hashing them.
+* ``_RAW_PAYLOAD_KEY_RE`` matches ``result``; a receipt's ``result: "blocked"`` is a
+  contract code (``triage.normalize`` requires it), so short codes there are kept.
+* ``max_string=240`` and 100 list items: shorter than the limits above.
+* It misses provider keys (``sk-``, ``sk-ant-``, ``ghp_``, ``github_pat_``, ``AKIA``,
+  ``xoxb-``, Stripe, Google, ...), PEM private keys (also cut ones), URLs with credentials,
+  ``password=...`` / ``"client_secret": "..."`` in text, ``Basic``/``Token`` auth, cookie
+  and API-key header values, card and resident registration numbers, parenthesized phone
+  numbers, and identifiers under keys such as ``member_id``. All are added here.
 
 ``tests/triage/test_scrub.py`` proves, on a corpus of secret strings, that every secret
-``scrub_trace_payload`` removes is removed here too.
+``scrub_trace_payload`` removes is removed here too, and that what it over-redacts survives.
 
 Speed
 -----
-Every string first meets cheap substring checks (``"@" in s``, ``"PRIVATE KEY" in s``, one
-digit-run search, ...) so the expensive patterns only run where they can match; strings
-that come out unchanged (short codes such as ``"execute"``) are remembered in a bounded
-set; dict keys are classified once and cached. Measured on this machine (Python 3.11,
-2 cores): 500 realistic items (failure records, runner events, receipts, learning
-attempts, audit events; 1.0-1.9 KB of JSON each, every one with unique ids and
-timestamps) take about 17 ms in total (~34 us per item; the first, cold run ~24 ms).
+Each string meets cheap checks first (a whole-string match for timestamps, UUIDs and
+digests; ``"@" in s``; one character-set search for digit runs; one literal search of the
+lower-cased text for token prefixes and one for ``secret-ish-key[:=]``), so the real
+patterns only run where they can match. Short strings found clean (``"execute"``) are
+remembered in a bounded set and dict keys are classified once per process. Measured on the
+development machine (Python 3.11, 2 shared vCPUs), 500 fresh realistic items (failure
+records, runner events, receipts, learning attempts, audit events; unique ids and
+timestamps in each): about 12 ms for items of 1.0 KB of JSON on average, about 25 ms for
+2.0 KB, about 20 ms for the very first 500 in a new process. For scale,
+``json.loads(json.dumps(item))`` of the same 2 KB items takes about 20 ms. Worst case
+(hostile text) stays linear at a few microseconds per char; strings are scanned in a
+5,000-char window, since only 2,000 chars are kept.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import json
@@ -152,8 +181,8 @@ _TOKEN_RE = re.compile(
     r"|(?P<gitlab_token>(?<![A-Za-z0-9])glpat-[A-Za-z0-9_-]{20,})"
     r"|(?P<npm_token>(?<![A-Za-z0-9])npm_[A-Za-z0-9]{36,})"
 )
-# Cheap reasons to run _TOKEN_RE at all, searched in the lower-cased text: every branch
-# starts with a literal, so the engine skips ahead in C instead of trying 16 branches.
+# Cheap reasons to run _TOKEN_RE at all, searched in the lower-cased text: plain literals,
+# several times cheaper per char than the 17 branches with lookarounds of _TOKEN_RE.
 _TOKEN_GATE_RE = re.compile(
     r"bearer|basic|token|eyj|sk-|k_live_|k_test_|gh[pousr]_|github_pat_|akia|asia|xox|aiza"
     r"|ya29\.|hf_|glpat-|npm_|aws"
@@ -168,7 +197,7 @@ _HEADER_LINE_RE = re.compile(
 
 # key=value / key: value / "key": "value" in free text, for keys that name a secret.
 _TEXT_PAIR_RE = re.compile(
-    r"(?<![\w.-])(?P<quote>[\"']?)(?P<key>[A-Za-z_][A-Za-z0-9_.-]{0,63})(?P=quote)"
+    r"(?<![\w.-])(?P<quote>[\"']?)(?P<key>[A-Za-z_][A-Za-z0-9_.-]{0,63})[\"']?"
     r"\s{0,3}(?P<sep>[:=])\s{0,3}"
     r"(?P<value>\"(?:[^\"\\\n]|\\.){0,2000}\"|'[^'\n]{0,2000}'|\[REDACTED[^\]\s]{0,40}\]"
     r"|[^\s,;&\"'<>(){}\[\]]{1,2000})"
@@ -180,10 +209,10 @@ _TEXT_PAIR_GATE_RE = re.compile(
 )
 _BOOLEAN_WORDS = frozenset({"true", "false", "null", "none", "yes", "no", "[]", "{}"})
 
-# Emails: like the engine's _EMAIL_RE, but starting only where a local part can start.
-_EMAIL_RE = re.compile(
-    r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9.-]{1,253}\.[A-Za-z]{2,24}\b"
-)
+# Emails: the engine's _EMAIL_RE with bounded parts (RFC 5321 limits), so it stays linear;
+# the engine's own pattern takes seconds on 100 KB of "a.a.a...@" (see _scrub_once).
+_EMAIL_RE = re.compile(r"[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9.-]{1,253}\.[A-Za-z]{2,24}\b")
+_ENGINE_EMAIL_MAX_CHARS: Final = 256
 
 # Numbers that identify a person or a card. ISO dates and times, versions, UUIDs, hex
 # digests, epoch times, HTTP statuses, ports and ids like ORD-2026-000123 never match:
@@ -203,10 +232,12 @@ _NOT_CARD_RE = re.compile(
     r"(?![\w-]|\.\d))"
     r"|(?P<phone_us>(?<![\w.+-])(?:\(\d{3}\)[ .-]?|\d{3}[ .-])\d{3}[ .-]\d{4}(?![\w-]|\.\d))"
 )
-# Every number above is a run of at least 9 digits (or '+' and 8 digits) with at most a
-# few separators between them; finding one such run is cheap (the pattern starts with a
-# character set), and plain dates (8 digits) and times are not such runs.
-_NUMBER_GATE_RE = re.compile(r"[+(\d](?:[ ().-]{0,3}\d){8,}")
+# Every number above sits in a run of digits, spaces, dots, dashes and parentheses holding
+# at least 9 digits (8 after a '+'). Finding such runs is cheap: the pattern starts with a
+# character set and never backtracks inside a run. Other scripts' digits (fullwidth ones
+# typed with an IME, say) are folded to ASCII first, so [0-9] is enough.
+_NUMBER_RUN_RE = re.compile(r"[+(0-9][0-9 ().-]{7,}[0-9]")
+_NON_ASCII_DIGIT_RE = re.compile(r"(?![0-9])\d")
 # Whole strings of these shapes hold nothing to redact: timestamps, UUIDs, hex digests.
 _SAFE_SHAPE_RE = re.compile(
     r"\d{4}-\d\d-\d\d(?:[T ]\d\d:\d\d(?::\d\d(?:\.\d{1,9})?)?(?:Z|[+-]\d\d:?\d\d)?)?"
@@ -221,7 +252,7 @@ _DIGIT_GROUP_RE = re.compile(r"\d+")
 def _luhn_valid(digits: str) -> bool:
     total = 0
     for position, char in enumerate(reversed(digits)):
-        number = ord(char) - 48
+        number = int(char)
         if position % 2:
             number *= 2
             if number > 9:
@@ -233,6 +264,8 @@ def _luhn_valid(digits: str) -> bool:
 def _is_card_number(digits: str) -> bool:
     # Payment networks issue cards starting with 2-6; order numbers and epoch milliseconds
     # (starting with 1) stay, and so does anything failing the Luhn check.
+    if not digits.isascii():
+        digits = "".join(str(int(char)) for char in digits)  # fullwidth and other digits
     return 13 <= len(digits) <= 19 and digits[0] in "23456" and _luhn_valid(digits)
 
 
@@ -284,15 +317,26 @@ def _number_replacement(match: re.Match[str]) -> str:
 
 def _scrub_numbers(text: str) -> str:
     """Run _NUMBER_RE only over candidate runs (plus the context its lookarounds read)."""
+    probe = text
+    if not text.isascii() and _NON_ASCII_DIGIT_RE.search(text):
+        # Same length, same positions, ASCII digits: fullwidth "010" is matched as "010".
+        probe = "".join(str(int(char)) if char.isdecimal() else char for char in text)
     pieces: list[str] = []
     done = 0
-    for candidate in _NUMBER_GATE_RE.finditer(text):
+    for candidate in _NUMBER_RUN_RE.finditer(probe):
+        run = candidate.group()
+        separators = (
+            run.count(" ") + run.count("-") + run.count(".") + run.count("(") + run.count(")")
+        )
+        plus = run.count("+")
+        if len(run) - separators - plus < (8 if plus else 9):
+            continue  # a date, a time, a version: too few digits for any number above
         start, end = candidate.span()
         # One char of left context and two of right context: number patterns never start
         # or end inside them (they start with [+(0-9] and end with a digit).
         left = 1 if start else 0
         right = min(2, len(text) - end)
-        region = text[start - left : end + right]
+        region = probe[start - left : end + right]
         scrubbed = _NUMBER_RE.sub(_number_replacement, region)
         if scrubbed != region:
             pieces.append(text[done:start])
@@ -360,8 +404,7 @@ def _scrub_once(text: str) -> str:
     out = text
     lowered = text.lower()
     # Numbers first: a scheme word in front ("Bearer +82 10-...") must not split them.
-    if _NUMBER_GATE_RE.search(out):
-        out = _scrub_numbers(out)
+    out = _scrub_numbers(out)
     if _TOKEN_GATE_RE.search(lowered) or "private key" in lowered:
         if "PRIVATE KEY" in out:
             out = _PEM_RE.sub(_marker("private_key"), out)
@@ -374,8 +417,9 @@ def _scrub_once(text: str) -> str:
         out = _TEXT_PAIR_RE.sub(_text_pair_replacement, out)
     if has_at:
         out = _EMAIL_RE.sub(_marker("email"), out)
-    # The engine's own patterns, as a backstop after ours.
-    if has_at and "@" in out:
+    # The engine's own patterns, as a backstop after ours. Its email pattern backtracks
+    # quadratically, so it only runs on short strings (ours covers the rest).
+    if has_at and "@" in out and len(out) <= _ENGINE_EMAIL_MAX_CHARS:
         out = _ENGINE_EMAIL_RE.sub(_marker("email"), out)
     if "eyJ" in out:
         out = _ENGINE_JWT_RE.sub(_marker("jwt"), out)
@@ -497,6 +541,26 @@ _SENSITIVE_HEADER_PARTS = (
     "credential",
     "signature",
 )
+# Header pairs with these names are recognized in any list, not only under a headers key.
+_WELL_KNOWN_SECRET_HEADERS = frozenset(
+    {
+        "authorization",
+        "proxy-authorization",
+        "cookie",
+        "set-cookie",
+        "x-api-key",
+        "api-key",
+        "x-auth-token",
+        "x-access-token",
+        "x-session-token",
+        "x-csrf-token",
+        "x-xsrf-token",
+        "x-amz-security-token",
+        "x-goog-api-key",
+        "x-user-id",
+        "x-session-id",
+    }
+)
 _EXTRA_RAW_KEYS = frozenset(
     {"output_preview", "raw_request", "raw_response", "request_payload", "response_payload"}
 )
@@ -507,6 +571,7 @@ _CAMEL_BOUNDARY_2 = re.compile(r"([a-z0-9])([A-Z])")
 _NON_ALNUM = re.compile(r"[^0-9A-Za-z]+")
 
 
+@functools.lru_cache(maxsize=4096)
 def _snake_case(key: str) -> str:
     snake = _CAMEL_BOUNDARY_2.sub(r"\1_\2", _CAMEL_BOUNDARY_1.sub(r"\1_\2", key))
     return _NON_ALNUM.sub("_", snake).strip("_").lower()
@@ -542,9 +607,9 @@ def _classify_key_uncached(key: str, header: bool) -> tuple[int, str]:
         return (_RAW_UNLESS_CODE if snake in ("output", "result") else _RAW), ""
     if snake in _EXTRA_RAW_KEYS:
         return _RAW, ""
-    if snake == "headers" or snake.endswith("_headers"):
-        return _HEADERS, ""
     words = snake.split("_")
+    if "headers" in words or "header" in words:  # headers, request_headers, header_pairs
+        return _HEADERS, ""
     for index, word in enumerate(words):
         if word in _SECRET_WORDS or word.endswith(_SECRET_WORD_ENDINGS):
             return _SECRET, ""
@@ -558,7 +623,7 @@ _CLEAN_STRINGS: set[str] = set()
 _CLEAN_STRING_MAX_LEN: Final = 64
 _CLEAN_STRINGS_LIMIT: Final = 16_384
 # Long strings are scanned in a window, not whole; see _scrub_string.
-_SCAN_WINDOW: Final = 8 * MAX_STRING_CHARS
+_SCAN_WINDOW: Final = 2 * MAX_STRING_CHARS + 1_000
 _CODE_VALUE_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.:-]{0,63}$")
 _MARKER_RE = re.compile(r"\[REDACTED[^\]]{0,40}\]")
 
@@ -583,8 +648,12 @@ def _truncate(scrubbed: str, original_length: int, limit: int) -> str:
 
 
 def _scrub_string(text: str) -> str:
-    if len(text) <= _CLEAN_STRING_MAX_LEN and text in _CLEAN_STRINGS:
-        return text
+    """scrub_text plus the length limit, with a memory of short strings found clean."""
+    if len(text) <= _CLEAN_STRING_MAX_LEN:
+        if text in _CLEAN_STRINGS:
+            return text
+        if _SAFE_SHAPE_RE.fullmatch(text):
+            return text  # timestamps, UUIDs, digests: unique, so not worth remembering
     if len(text) > _SCAN_WINDOW:
         # Only the first MAX_STRING_CHARS survive, so scrub a generous window (and widen it
         # while redactions shrink it below what is kept), never megabytes.
@@ -741,7 +810,9 @@ class _Walker:
     def walk_dict(self, value: dict[Any, Any], depth: int, *, header: bool) -> dict[str, Any]:
         if depth > MAX_DEPTH:
             raise _Failure(_TOO_DEEP)
-        self.add_nodes(len(value))
+        self.nodes += len(value)
+        if self.nodes > MAX_NODES:
+            raise _Failure(_TOO_MANY)
         if (
             not header
             and "name" in value
@@ -784,6 +855,8 @@ class _Walker:
                         or (item_type is int and -_BIG_INT < item < _BIG_INT)
                     ):
                         out[out_key] = item
+                    elif item_type is dict:
+                        out[out_key] = self.walk_dict(item, depth + 1, header=False)
                     else:
                         out[out_key] = self.walk(item, depth)
                 elif kind == _SECRET:
@@ -853,7 +926,17 @@ class _Walker:
         index = 0
         try:
             for index in range(kept):
-                out.append(self.walk(value[index], depth))
+                item = value[index]
+                if (
+                    (type(item) is list or type(item) is tuple)
+                    and len(item) == 2
+                    and type(item[0]) is str
+                    and item[0].lower() in _WELL_KNOWN_SECRET_HEADERS
+                ):
+                    # ["Authorization", "..."] is a header pair wherever it appears.
+                    out.append(self.walk_header_pair(item[0], item[1], depth + 1))
+                else:
+                    out.append(self.walk(item, depth))
         except _Failure as failure:
             failure.segments.append(f"[{index}]")
             raise
@@ -878,12 +961,7 @@ class _Walker:
             for index in range(kept):
                 item = value[index]
                 if isinstance(item, (list, tuple)) and len(item) == 2 and type(item[0]) is str:
-                    try:
-                        pair = self.walk_dict({item[0]: item[1]}, depth + 2, header=True)
-                    except _Failure as failure:
-                        failure.segments[-1] = "[1]"  # the pair's value, not a dict key
-                        raise
-                    out.extend([name, item_value] for name, item_value in pair.items())
+                    out.append(self.walk_header_pair(item[0], item[1], depth + 2))
                 elif isinstance(item, dict) and type(item.get("name")) is str:
                     self.add_nodes(len(item))
                     out.append(self.walk_name_value(item, depth + 2, header=True))
@@ -895,6 +973,16 @@ class _Walker:
         if len(value) > limit:
             out.append(f"[truncated {len(value) - limit} items]")
         return out
+
+    def walk_header_pair(self, name: str, value: Any, depth: int) -> list[Any]:
+        """[name, value]: the value is treated as the header's value (the pair is at depth)."""
+        try:
+            pair = self.walk_dict({name: value}, depth, header=True)
+        except _Failure as failure:
+            failure.segments[-1] = "[1]"  # the pair's value, not a dict key
+            raise
+        pair_name, pair_value = next(iter(pair.items()))
+        return [pair_name, pair_value]
 
     @staticmethod
     def secret_value(key: str, value: Any) -> Any:
@@ -1003,31 +1091,32 @@ _UNFORMATTABLE: Final = "[log message could not be formatted; scrubbed]"
 
 
 class ScrubLogFilter(logging.Filter):
-    """Scrubs every record's message, exception and stack text; never raises, never drops."""
+    """Scrubs every record's message, exception and stack text; never raises, never drops.
+
+    Attach it to handlers (config.settings does), so records from any logger are covered.
+    """
 
     def filter(self, record: logging.LogRecord) -> bool:
         try:
             self._scrub(record)
-        except Exception:  # a log filter must not break logging
-            record.msg = _UNFORMATTABLE
-            record.args = None
+        except Exception:  # a log filter must not break logging; drop what it cannot check
+            record.msg, record.args = _UNFORMATTABLE, None
+            record.exc_info, record.exc_text, record.stack_info = None, None, None
         return True
 
     @staticmethod
     def _scrub(record: logging.LogRecord) -> None:
         try:
             message = record.getMessage()
-        except Exception:  # bad format args: keep what can be kept, safely
-            message = f"{scrub_text(str(record.msg))} {_UNFORMATTABLE}"
-            record.msg, record.args = message, None
-            return
-        scrubbed = scrub_text(message)
-        if scrubbed != message:
-            # A secret may span the template and its args ("Bearer %s"): replace both.
-            record.msg, record.args = scrubbed, None
+        except Exception:  # bad format args: keep the template, scrubbed, and say so
+            record.msg, record.args = f"{scrub_text(str(record.msg))} {_UNFORMATTABLE}", None
+        else:
+            scrubbed = scrub_text(message)
+            if scrubbed != message:
+                # A secret may span the template and its args ("Bearer %s"): replace both.
+                record.msg, record.args = scrubbed, None
         if record.exc_info and not record.exc_text:
-            formatter = logging.Formatter()
-            record.exc_text = formatter.formatException(record.exc_info)
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
         if record.exc_text:
             record.exc_text = scrub_text(record.exc_text)
         if record.stack_info:

@@ -107,6 +107,7 @@ def test_operator_reconciles_an_uncertain_receipt(
     expect(page.locator("text=mail log shows no send for invoice 819").first).to_be_visible()
     screenshot("receipts-after")
     reconciliation = Reconciliation.objects.get()
+    assert reconciliation.actor is not None
     assert (reconciliation.finding, reconciliation.actor.username) == (
         "not_applied",
         "operator-browser",

@@ -200,15 +200,6 @@ def test_bad_assertions_name_the_field(value: Any, mode: str, field: str, messag
     assert message in caught.value.message
 
 
-@pytest.mark.parametrize("name", sorted(assertions.LEARNING_ASSERTION_TYPES))
-def test_learning_assertions_are_refused_until_the_learning_review(name: str) -> None:
-    with pytest.raises(CaseSpecError, match="learning review") as caught:
-        parse_assertions([{"type": name}], mode="execute", expected_top_k=8)
-    assert caught.value.field == "assertions[0].type"
-    with pytest.raises(CaseSpecError, match="learning review"):
-        parse_assertions({name: True}, mode="execute", expected_top_k=8)
-
-
 # ---- JSON paths ------------------------------------------------------------------------
 
 

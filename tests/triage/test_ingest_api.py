@@ -86,7 +86,7 @@ def test_a_malformed_item_is_rejected_alone_and_recorded(ingest_client: APIClien
     }
 
 
-def test_learning_attempts_are_not_known_yet_and_rejected_per_item(
+def test_a_learning_attempt_without_a_collection_is_rejected_per_item(
     ingest_client: APIClient,
 ) -> None:
     response = post(
@@ -94,8 +94,24 @@ def test_learning_attempts_are_not_known_yet_and_rejected_per_item(
         [failure_item(), {"type": "learning_attempt", "id": "la-1", "body": {"query": "x"}}],
     )
     assert response.status_code == 207
+    error = response.json()["items"][1]["error"]
+    assert (error["code"], error["field"]) == ("missing_field", "body.collection")
+    assert IngestRejection.objects.get().code == "missing_field"
+
+
+def test_an_unknown_item_type_is_rejected_per_item(ingest_client: APIClient) -> None:
+    response = post(ingest_client, [failure_item(), {"type": "metric", "id": "m-1", "body": {}}])
+    assert response.status_code == 207
     assert response.json()["items"][1]["error"]["code"] == "unknown_type"
-    assert IngestRejection.objects.get().code == "unknown_type"
+
+
+def test_a_failure_for_an_unknown_collection_registers_it(ingest_client: APIClient) -> None:
+    from qualitylab.models import Collection
+
+    post(ingest_client, [failure_item(collection="billing-runtime-7")])
+    collection = Collection.objects.get(name="billing-runtime-7")
+    assert (collection.learning_mode, collection.learning_allowed) == ("observe", True)
+    assert collection.mutations_allowed is False
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -18,6 +19,11 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
+from qualitylab import demo as quality_demo
+from qualitylab import services as quality_services
+from qualitylab.management.commands.qualitylab import run_path, wait_for_build, wait_for_run
+from qualitylab.models import BuildStatus, CaseRun, Collection, RunStatus
+from qualitylab.sandbox import DEMO_TOKEN
 from triage.demo_data import demo_items
 from triage.models import ApiKey, IngestItem
 from triage.services import api_key_create
@@ -25,35 +31,76 @@ from triage.services import api_key_create
 DEMO_OWNER = "demo-runtime"
 DEMO_ADMIN = ("admin", "triage-demo-admin")
 
+# Quality Lab: the demo collection calls the sandbox; its token reaches the worker only,
+# through the environment variable the collection's auth profile names.
+DEMO_COLLECTION = "shop"
+DEMO_TOKEN_ENV = "SHOP_DEMO_TOKEN"
+DEMO_EXPIRED_TOKEN_ENV = "SHOP_DEMO_EXPIRED_TOKEN"
+DEMO_SUITES = {
+    "search": "Retrieval: does the expected operation come back in the Top-K?",
+    "plan": "Target selection and plan synthesis, no HTTP.",
+    "execute": "Plans run against the sandbox API over HTTP.",
+}
+DEMO_WAIT_SECONDS = 300.0
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
 
 class Command(BaseCommand):
     help = (
-        "Migrate, create the demo logins, start web and worker, send the demo traffic through "
-        "the real ingest API, and keep running until Ctrl-C."
+        "Migrate, create the demo logins, start web, worker and the Quality Lab sandbox API, "
+        "send the demo traffic through the real ingest API, import the demo collection and "
+        "its cases, run its three suites through the worker, and keep running until Ctrl-C."
     )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("--port", type=int, default=int(os.environ.get("DEMO_PORT", "8000")))
         parser.add_argument(
-            "--no-serve", action="store_true", help="Load the demo, then stop web and worker."
+            "--sandbox-port",
+            type=int,
+            default=int(os.environ.get("DEMO_SANDBOX_PORT", "8090")),
+            help="where the Quality Lab sandbox API listens (DEMO_SANDBOX_PORT, default 8090)",
+        )
+        parser.add_argument(
+            "--no-serve",
+            action="store_true",
+            help="Load the demo (traffic and Quality Lab runs), then stop every process.",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        # The filesystem broker URL has no host; kombu warns about it on every connection.
+        logging.getLogger("kombu.connection").setLevel(logging.ERROR)
+        # Stopped by a supervisor (SIGTERM) like by Ctrl-C: the children stop too.
+        signal.signal(signal.SIGTERM, _interrupt)
         settings.VAR_DIR.mkdir(parents=True, exist_ok=True)
         call_command("migrate", interactive=False, verbosity=0)
         self.stdout.write("Database migrated.")
         self._ensure_admin()
         port: int = options["port"]
         base_url = f"http://127.0.0.1:{port}"
-        processes = [self._start_web(port)]
+        sandbox_url = f"http://127.0.0.1:{options['sandbox_port']}"
+        processes: list[subprocess.Popen[bytes]] = []
         try:
-            self._wait_until_up(base_url, processes[0])
+            sandbox = self._start_sandbox(options["sandbox_port"])
+            processes.append(sandbox)
+            web = self._start_web(port)
+            processes.append(web)
+            self._wait_until_up(base_url, web)
+            self._wait_for_sandbox(sandbox_url, sandbox)
             self._load_traffic(base_url)
-            if options["no_serve"]:
-                self.stdout.write(self.style.SUCCESS("Demo loaded; web stopped (--no-serve)."))
-                return
             processes.append(self._start_worker())
-            self._print_welcome(base_url)
+            runs = self._load_quality_lab(sandbox_url)
+            if options["no_serve"]:
+                self._print_runs(base_url, runs)
+                self.stdout.write(
+                    self.style.SUCCESS(
+                        "Demo loaded (--no-serve); stopping web, worker and sandbox."
+                    )
+                )
+                return
+            self._print_welcome(base_url, runs)
             while all(process.poll() is None for process in processes):
                 time.sleep(1)
             raise CommandError("A demo process stopped; see its output above.")
@@ -87,10 +134,133 @@ class Command(BaseCommand):
         )  # fmt: skip
 
     def _start_worker(self) -> subprocess.Popen[bytes]:
+        # The demo secrets go to the worker's environment only: execute cases read them from
+        # there, and neither this process nor the web server ever holds them.
+        env = {
+            **os.environ,
+            DEMO_TOKEN_ENV: DEMO_TOKEN,
+            DEMO_EXPIRED_TOKEN_ENV: quality_demo.EXPIRED_TOKEN,
+        }
         return subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "config", "worker",
-             "--loglevel", "WARNING", "--concurrency", "2"]
+             "--loglevel", "WARNING", "--concurrency", "2"],
+            env=env,
         )  # fmt: skip
+
+    def _start_sandbox(self, port: int) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "qualitylab.sandbox", "--port", str(port)],
+            cwd=settings.BASE_DIR,
+            stdout=subprocess.DEVNULL,
+        )
+
+    def _wait_for_sandbox(self, sandbox_url: str, sandbox: subprocess.Popen[bytes]) -> None:
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            if sandbox.poll() is not None:
+                raise CommandError(
+                    f"The Quality Lab sandbox exited (is port {sandbox_url.rsplit(':', 1)[1]} "
+                    "taken? Use DEMO_SANDBOX_PORT=8091 make demo)."
+                )
+            try:
+                with urllib.request.urlopen(f"{sandbox_url}/__state", timeout=2):
+                    return
+            except (urllib.error.URLError, ConnectionError):
+                time.sleep(0.2)
+        raise CommandError("The Quality Lab sandbox did not answer within 15 s.")
+
+    def _load_quality_lab(self, sandbox_url: str) -> list[CaseRun]:
+        """Import the demo collection (kept when it is there), its cases and suites, wait
+        for the build, then run the three suites through the worker and wait for them."""
+        collection = Collection.objects.filter(name=DEMO_COLLECTION).first()
+        building = None
+        if collection is None:
+            collection, building = quality_services.collection_create(
+                name=DEMO_COLLECTION,
+                title="Demo shop (sandbox API)",
+                spec_text=quality_demo.SPEC_PATH.read_text(encoding="utf-8"),
+                base_url=sandbox_url,
+                allowed_hosts=["127.0.0.1"],
+                auth_profile={
+                    "header_names": ["Authorization"],
+                    "scheme": "Bearer",
+                    "secret_env": DEMO_TOKEN_ENV,
+                    "sessions": {"expired": {"secret_env": DEMO_EXPIRED_TOKEN_ENV}},
+                },
+                # The sandbox keeps refunds in memory; the refund cases clean up after
+                # themselves.
+                mutations_allowed=True,
+            )
+            self.stdout.write(f"Imported the Quality Lab collection {DEMO_COLLECTION}.")
+        else:
+            self.stdout.write(
+                f"Quality Lab collection {DEMO_COLLECTION} already there; keeping it."
+            )
+            if collection.base_url != sandbox_url:
+                self.stderr.write(
+                    f"Note: {DEMO_COLLECTION} calls {collection.base_url}, but the sandbox "
+                    f"listens on {sandbox_url}: its execute cases will fail to connect."
+                )
+            current = collection.current_version
+            if current is None or current.status != BuildStatus.READY:
+                building = quality_services.collection_rebuild(collection=collection)
+        case_data = quality_demo.load_case_data()
+        report = quality_services.cases_import(collection=collection, documents=case_data)
+        if report.errors:
+            raise CommandError("The demo cases do not import: " + "; ".join(report.errors))
+        suites = [
+            quality_services.suite_save(
+                collection=collection,
+                name=mode,
+                description=description,
+                case_ids=[case["id"] for case in case_data if case["mode"] == mode],
+            )
+            for mode, description in DEMO_SUITES.items()
+        ]
+        self.stdout.write(
+            f"Demo cases: {report.created} created, {report.updated} updated; suites "
+            + ", ".join(f"{suite.name} ({suite.cases.count()})" for suite in suites)
+            + "."
+        )
+        if building is not None:
+            version = wait_for_build(
+                version_id=building.pk,
+                out=self.stdout,
+                err=self.stderr,
+                timeout=DEMO_WAIT_SECONDS,
+                start_worker=False,
+            )
+            if version.status != BuildStatus.READY:
+                raise CommandError(f"The demo collection did not build: {version.error}")
+            self.stdout.write(
+                f"Built {DEMO_COLLECTION} v{version.number}: {version.operation_count} operations."
+            )
+            collection.refresh_from_db()
+        runs = [
+            quality_services.run_start(collection=collection, suite=suite, channel="cli")
+            for suite in suites
+        ]
+        self.stdout.write("Running the search, plan and execute suites through the worker.")
+        finished = []
+        for queued in runs:
+            run = wait_for_run(
+                run_id=queued.pk,
+                out=self.stdout,
+                err=self.stderr,
+                timeout=DEMO_WAIT_SECONDS,
+                start_worker=False,
+            )
+            if run.status != RunStatus.DONE:
+                raise CommandError(f"Demo run {run.pk} {run.status}: {run.error}")
+            finished.append(run)
+        return finished
+
+    def _print_runs(self, base_url: str, runs: list[CaseRun]) -> None:
+        for run in runs:
+            suite = run.suite.name if run.suite else "all"
+            self.stdout.write(
+                f"  {suite:<8} {run.passed:>3}/{run.done:<3} passed  {base_url}{run_path(run.pk)}"
+            )
 
     def _wait_until_up(self, base_url: str, web: subprocess.Popen[bytes]) -> None:
         deadline = time.monotonic() + 30
@@ -134,12 +304,16 @@ class Command(BaseCommand):
             + ", ".join(f"{count} {status}" for status, count in sorted(totals.items()))
         )
 
-    def _print_welcome(self, base_url: str) -> None:
+    def _print_welcome(self, base_url: str, runs: list[CaseRun]) -> None:
         username, password = DEMO_ADMIN
+        self.stdout.write("Quality Lab runs of the demo collection:")
+        self._print_runs(base_url, runs)
         self.stdout.write(
             self.style.SUCCESS(f"\nTriage Desk is running at {base_url}/\n")
             + f"  admin login:  {username} / {password}   ({base_url}/admin/)\n"
+            + f"  Quality Lab:  {base_url}/qualitylab/{DEMO_COLLECTION}/\n"
+            + f"  its failures: {base_url}/?source=quality_lab&collection={DEMO_COLLECTION}\n"
             + f"  API docs:     {base_url}/api/docs/\n"
             + f"  failures API: {base_url}/api/v1/groups (signed in, or with a read key)\n"
-            + "Press Ctrl-C to stop web and worker."
+            + "Press Ctrl-C to stop web, worker and sandbox."
         )

@@ -1,0 +1,890 @@
+"""Quality Lab run throughput: a real worker against the engine in a plain loop.
+
+    .venv/bin/python bench/qualitylab.py [--cases 1000] [--database-url URL | --sqlite]
+        [--redis [URL]] [--profile] [--keep-worker-log]
+
+What one run does:
+
+1. Prepares the database (default ``postgres://postgres@127.0.0.1:5432/triage_bench_ql``,
+   created when missing; ``--sqlite`` uses a fresh file under a temporary folder): migrate,
+   then empty every ``qualitylab_*`` and ``triage_*`` table.
+2. Builds a collection of about 60 operations: the demo shop spec plus 13 generated
+   resources (carts, reviews, returns, payments, warehouses, ...), each with list / detail /
+   create operations, English summaries and Korean descriptions. The build runs in this
+   process (``services.version_build``): builds are not what is measured.
+3. Imports ``--cases`` distinct search and plan cases (default 1,000): about 100 queries
+   (the demo's 22 search and plan cases, plus English and Korean list and detail queries
+   and detail plans with a provided id for every generated resource) repeated with new ids.
+   Some are meant to fail, as in real suites, so failed cases go through FailureRecord
+   ingest too.
+4. Starts one worker (``celery -A config worker --pool solo``, production settings:
+   ``DJANGO_DEBUG=0``) on the filesystem broker in a temporary folder, or on Redis with
+   ``--redis``; runs a 10-case warm-up (the worker's imports, database connection and
+   engine cache), then times one run of every case from ``run_start`` to the run being
+   ``done`` (polled every 20 ms).
+5. In this process, after the worker run, times ``engine.run_case`` over the same cases in
+   a plain loop (engine loaded and warmed up the same way, cases parsed beforehand).
+6. Prints cases/s for both, the ratio (worker time / raw engine time) and PASS/MISS against
+   the targets: at least 100 cases/s on one worker, at most 1.5x the raw engine time.
+   No asserts: misses are reported, not raised.
+
+``--repeat N`` interleaves N worker runs and N plain loops and compares the best of each
+(this machine is shared: the load average is printed at the start and the end).
+
+``--profile`` then runs the same cases once more in this process through
+``services.run_execute`` (no queue) and prints where the time of each case goes: the
+engine, ``case_spec``, the result INSERT, the counters UPDATE, the cancel check, the
+FailureRecord ingest of failed cases, the final metrics, learning's per-run records and
+derivation, and every SQL statement grouped by table and kind.
+
+``--candidate`` measures, in this process and interleaved with the plain loop, the current
+``services.run_execute`` against the same function with ``services._run_one`` replaced by
+:class:`BatchedWriter`: a prototype of the change suggested for ``services.py`` (results
+written with one ``bulk_create`` and one counters UPDATE per batch of 100 cases or 0.5 s,
+``synchronous_commit`` off for those transactions on PostgreSQL, and the failed cases of a
+batch ingested as one ``batch_ingest`` call), each with and without learning's per-run
+records (``learning.services.quality_lab_run_record``: attempts and suggestion derivation)
+inside the timed part, i.e. before the run is marked done, as today, or after it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/triage_bench_ql"
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/13"
+COLLECTION = "bench-shop"
+QUEUE = "qualitylab-bench"
+TARGET_RATE = 100.0
+TARGET_RATIO = 1.5
+WARMUP_CASES = 10
+
+# (path, singular, plural, id parameter, Korean noun, English fields)
+RESOURCES: tuple[tuple[str, str, str, str, str, tuple[str, ...]], ...] = (
+    ("carts", "Cart", "Carts", "cartId", "장바구니", ("memberNo", "itemCount", "totalAmount")),
+    ("wishlists", "Wishlist", "Wishlists", "wishlistId", "위시리스트", ("memberNo", "name")),
+    ("reviews", "Review", "Reviews", "reviewId", "상품 리뷰", ("productNo", "rating", "title")),
+    ("returns", "Return", "Returns", "returnNo", "반품", ("orderNo", "reason", "status")),
+    ("exchanges", "Exchange", "Exchanges", "exchangeNo", "교환", ("orderNo", "reason")),
+    ("payments", "Payment", "Payments", "paymentId", "결제", ("orderNo", "method", "amount")),
+    ("settlements", "Settlement", "Settlements", "settlementId", "정산", ("month", "amount")),
+    ("warehouses", "Warehouse", "Warehouses", "warehouseCode", "창고", ("name", "region")),
+    ("suppliers", "Supplier", "Suppliers", "supplierNo", "공급사", ("name", "contactName")),
+    ("categories", "Category", "Categories", "categoryId", "카테고리", ("name", "parentId")),
+    ("promotions", "Promotion", "Promotions", "promotionId", "프로모션", ("name", "discount")),
+    ("notifications", "Notification", "Notifications", "notificationId", "알림", ("channel",)),
+    ("stores", "Store", "Stores", "storeCode", "오프라인 매장", ("name", "address")),
+)
+
+
+# --- the collection and its cases ---------------------------------------------------------
+
+
+def bench_spec() -> dict[str, Any]:
+    """The demo shop spec plus the generated resources: about 60 operations."""
+    from qualitylab import demo
+
+    spec = copy.deepcopy(demo.load_spec())
+    spec["info"]["title"] = "Bench Shop API"
+    schemas = spec.setdefault("components", {}).setdefault("schemas", {})
+    for path, singular, plural, id_name, korean, fields in RESOURCES:
+        properties: dict[str, Any] = {id_name: {"type": "string"}}
+        properties.update({name: {"type": "string"} for name in fields})
+        schemas[singular] = {"type": "object", "properties": properties}
+        reference = {"$ref": f"#/components/schemas/{singular}"}
+        noun = plural.lower()
+        spec["tags"].append({"name": path, "description": korean})
+        spec["paths"][f"/{path}"] = {
+            "get": {
+                "operationId": f"list{plural}",
+                "tags": [path],
+                "summary": f"List {noun} ({korean} 목록 조회)",
+                "description": f"{korean} 목록을 조회합니다. 페이지 단위로 돌려줍니다.",
+                "parameters": [
+                    {
+                        "name": "page",
+                        "in": "query",
+                        "required": False,
+                        "description": "Page number (페이지 번호)",
+                        "schema": {"type": "integer"},
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": f"The {noun}",
+                        "content": {
+                            "application/json": {
+                                "schema": {
+                                    "type": "object",
+                                    "properties": {noun: {"type": "array", "items": reference}},
+                                }
+                            }
+                        },
+                    }
+                },
+            },
+            "post": {
+                "operationId": f"create{singular}",
+                "tags": [path],
+                "summary": f"Create a {singular.lower()} ({korean} 등록)",
+                "description": f"새 {korean}을(를) 등록합니다.",
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "type": "object",
+                                "required": [fields[0]],
+                                "properties": {name: {"type": "string"} for name in fields},
+                            }
+                        }
+                    },
+                },
+                "responses": {
+                    "201": {
+                        "description": f"The new {singular.lower()}",
+                        "content": {"application/json": {"schema": reference}},
+                    }
+                },
+            },
+        }
+        spec["paths"][f"/{path}/{{{id_name}}}"] = {
+            "get": {
+                "operationId": f"get{singular}",
+                "tags": [path],
+                "summary": f"Get one {singular.lower()} by its id ({korean} 상세 조회)",
+                "description": f"{korean} 한 건의 상세 정보를 조회합니다.",
+                "parameters": [
+                    {
+                        "name": id_name,
+                        "in": "path",
+                        "required": True,
+                        "description": f"{singular} id ({korean} 번호)",
+                        "schema": {"type": "string"},
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": f"The {singular.lower()}",
+                        "content": {"application/json": {"schema": reference}},
+                    }
+                },
+            }
+        }
+    return spec
+
+
+def case_templates() -> list[dict[str, Any]]:
+    """About 100 distinct search and plan cases over the bench spec."""
+    from qualitylab import demo
+
+    templates = [
+        {key: value for key, value in case.items() if key != "demo_expectation"}
+        for case in demo.load_case_data()
+        if case["mode"] in ("search", "plan")
+    ]
+    for path, singular, plural, id_name, korean, _ in RESOURCES:
+        noun = plural.lower()
+        templates += [
+            {
+                "id": f"search-{path}-detail-en",
+                "mode": "search",
+                "query": f"show me the details of one {singular.lower()}",
+                "expected_target": f"get{singular}",
+                "expected_top_k": 5,
+            },
+            {
+                "id": f"search-{path}-detail-ko",
+                "mode": "search",
+                "query": f"{korean} 상세 정보 보여줘",
+                "expected_target": f"get{singular}",
+                "expected_top_k": 5,
+            },
+            {
+                "id": f"search-{path}-list-en",
+                "mode": "search",
+                "query": f"list all {noun}",
+                "expected_target": f"list{plural}",
+                "expected_top_k": 5,
+            },
+            {
+                "id": f"search-{path}-list-ko",
+                "mode": "search",
+                "query": f"{korean} 목록 조회",
+                "expected_target": f"list{plural}",
+                "expected_top_k": 5,
+            },
+            {
+                "id": f"plan-{path}-detail",
+                "mode": "plan",
+                "query": f"get {singular.lower()} {id_name} X-100 details",
+                "expected_target": f"get{singular}",
+                "expected_top_k": 5,
+                "provided_entities": {id_name: "X-100"},
+            },
+            {
+                "id": f"plan-{path}-detail-ko",
+                "mode": "plan",
+                "query": f"{korean} X-100 상세 조회해줘",
+                "expected_target": f"get{singular}",
+                "expected_top_k": 5,
+                "provided_entities": {id_name: "X-100"},
+            },
+        ]
+    return templates
+
+
+def bench_cases(count: int) -> list[dict[str, Any]]:
+    templates = case_templates()
+    cases = []
+    for index in range(count):
+        case = copy.deepcopy(templates[index % len(templates)])
+        case["id"] = f"{case['id']}-{index // len(templates):03d}"
+        cases.append(case)
+    return cases
+
+
+# --- environment, database, worker --------------------------------------------------------
+
+
+def configure(args: argparse.Namespace, scratch: Path) -> dict[str, str]:
+    """The environment of this process and the worker (production settings), set before
+    Django starts."""
+    database_url = args.database_url
+    if args.sqlite:
+        database_url = f"sqlite:///{scratch / 'bench.sqlite3'}"
+    env = {
+        "DATABASE_URL": database_url,
+        "REDIS_URL": args.redis or "",
+        "TRIAGE_VAR_DIR": str(scratch / "var"),
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "DJANGO_DEBUG": "0",
+        "DJANGO_SECRET_KEY": secrets.token_urlsafe(45),
+        "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
+        "TRIAGE_LOG_LEVEL": "WARNING",
+        "PYTHONUNBUFFERED": "1",
+    }
+    os.environ.update(env)
+    return dict(os.environ)
+
+
+def ensure_database(database_url: str) -> None:
+    if not database_url.startswith("postgres"):
+        return
+    import psycopg
+    from psycopg import sql
+
+    parts = urllib.parse.urlsplit(database_url)
+    name = urllib.parse.unquote(parts.path.lstrip("/"))
+    maintenance = urllib.parse.urlunsplit(parts._replace(path="/postgres"))
+    with psycopg.connect(maintenance, autocommit=True) as conn:
+        found = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone()
+        if found is None:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+            print(f"created database {name}")
+
+
+def prepare_database() -> None:
+    from django.core.management import call_command
+    from django.db import connection
+
+    call_command("migrate", interactive=False, verbosity=0)
+    tables = [
+        table
+        for table in connection.introspection.table_names()
+        if table.startswith(("qualitylab_", "triage_"))
+    ]
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(
+                "TRUNCATE {} RESTART IDENTITY CASCADE".format(
+                    ", ".join(connection.ops.quote_name(table) for table in tables)
+                )
+            )
+        else:
+            cursor.execute("PRAGMA foreign_keys = OFF")
+            for table in tables:
+                cursor.execute(f"DELETE FROM {connection.ops.quote_name(table)}")
+            cursor.execute("PRAGMA foreign_keys = ON")
+
+
+def load_collection(cases: list[dict[str, Any]]) -> Any:
+    import yaml
+
+    from qualitylab import services
+
+    spec_text = yaml.safe_dump(bench_spec(), allow_unicode=True, sort_keys=False)
+    send = services._send
+    services._send = lambda task, **kwargs: None
+    try:
+        collection, version = services.collection_create(
+            name=COLLECTION, spec_text=spec_text, title="Bench shop"
+        )
+    finally:
+        services._send = send
+    built = services.version_build(version_id=version.pk)
+    if built is None or built.status != "ready":
+        raise SystemExit(f"the bench collection did not build: {built and built.error}")
+    report = services.cases_import(collection=collection, documents=cases)
+    if report.errors:
+        raise SystemExit("the bench cases do not import:\n" + "\n".join(report.errors[:20]))
+    collection.refresh_from_db()
+    print(
+        f"collection {COLLECTION}: {built.operation_count} operations; "
+        f"{report.created} cases imported"
+    )
+    return collection
+
+
+@contextlib.contextmanager
+def worker(env: dict[str, str], log_path: Path) -> Iterator[subprocess.Popen[bytes]]:
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [
+                sys.executable, "-m", "celery", "-A", "config", "worker",
+                "--pool", "solo", "--concurrency", "1", "--loglevel", "WARNING",
+                "--queues", QUEUE, "--without-mingle", "--without-gossip",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+        yield process
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process so far (Linux; 0.0 elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_through_worker(
+    collection: Any, case_ids: list[str], process: subprocess.Popen[bytes], log_path: Path
+) -> tuple[float, Any, float]:
+    """Seconds from run_start to the run being done, the run, and the worker's CPU seconds."""
+    from qualitylab import services
+    from qualitylab.models import CaseRun
+
+    cpu_before = cpu_seconds(process.pid)
+    started = time.perf_counter()
+    run = services.run_start(collection=collection, case_ids=case_ids, channel="cli")
+    deadline = started + 900
+    while True:
+        row = CaseRun.objects.only("status", "done").get(pk=run.pk)
+        if row.is_finished:
+            break
+        if process.poll() is not None or time.perf_counter() > deadline:
+            raise SystemExit(
+                f"the worker {'exited' if process.poll() is not None else 'timed out'}; "
+                f"its log:\n{log_path.read_text(errors='replace')[-3000:]}"
+            )
+        time.sleep(0.02)
+    elapsed = time.perf_counter() - started
+    cpu = cpu_seconds(process.pid) - cpu_before
+    run = CaseRun.objects.get(pk=run.pk)
+    if run.status != "done" or run.done != len(case_ids):
+        raise SystemExit(f"run {run.pk} ended {run.status} with {run.done} results: {run.error}")
+    return elapsed, run, cpu
+
+
+def run_raw(collection: Any, cases: list[dict[str, Any]]) -> tuple[float, int, float]:
+    """Seconds for engine.run_case over the cases in a plain loop, how many passed, and the
+    CPU seconds it took."""
+    from qualitylab import engine
+
+    version = collection.current_version
+    loaded = engine.engine_for(version.artifact(), version.artifact_hash)
+    specs = [engine.CaseSpec.from_json(case) for case in cases]
+    for spec in specs[:WARMUP_CASES]:
+        engine.run_case(loaded, spec)
+    cpu_before = time.process_time()
+    started = time.perf_counter()
+    passed = sum(engine.run_case(loaded, spec).passed for spec in specs)
+    return time.perf_counter() - started, passed, time.process_time() - cpu_before
+
+
+# --- profile ------------------------------------------------------------------------------
+
+
+class Phases:
+    """Wall time per named phase, by wrapping functions in place."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = defaultdict(float)
+        self.calls: dict[str, int] = defaultdict(int)
+        self._undo: list[Callable[[], None]] = []
+
+    def wrap(self, owner: Any, attribute: str, name: str) -> None:
+        original = getattr(owner, attribute)
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self.seconds[name] += time.perf_counter() - started
+                self.calls[name] += 1
+
+        setattr(owner, attribute, timed)
+        self._undo.append(lambda: setattr(owner, attribute, original))
+
+    def undo(self) -> None:
+        for undo in reversed(self._undo):
+            undo()
+
+
+def _statement_kind(sql: str) -> str:
+    words = sql.split()
+    verb = words[0].upper() if words else "?"
+    table = "?"
+    for keyword in ("FROM", "INTO", "UPDATE"):
+        if keyword in (word.upper() for word in words):
+            index = [word.upper() for word in words].index(keyword)
+            if index + 1 < len(words):
+                table = words[index + 1].strip('"(')
+                break
+    if verb == "SELECT" and "cancel_requested" in sql and "qualitylab_caserun" in sql:
+        return "SELECT qualitylab_caserun (cancel check)"
+    return f"{verb} {table}"
+
+
+def profile(collection: Any, case_ids: list[str]) -> None:
+    from django.db import connection
+
+    from qualitylab import engine, services
+
+    send = services._send
+    services._send = lambda task, **kwargs: None
+    try:
+        run = services.run_start(collection=collection, case_ids=case_ids, channel="cli")
+    finally:
+        services._send = send
+    phases = Phases()
+    phases.wrap(engine, "run_case", "engine.run_case")
+    phases.wrap(services, "case_spec", "case_spec (CaseSpec from the row)")
+    phases.wrap(services, "_record_failure", "FailureRecord ingest (failed cases)")
+    phases.wrap(services, "_finish_run", "finish: metrics over every result")
+    phases.wrap(services, "_run_one", "_run_one (everything per case)")
+    learning = getattr(services, "learning_services", None)
+    if learning is not None and hasattr(learning, "quality_lab_run_record"):
+        phases.wrap(learning, "quality_lab_run_record", "learning: attempts + derivation")
+    sql_seconds: dict[str, float] = defaultdict(float)
+    sql_calls: dict[str, int] = defaultdict(int)
+
+    def timed_sql(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return execute(sql, params, many, context)
+        finally:
+            kind = _statement_kind(sql)
+            sql_seconds[kind] += time.perf_counter() - started
+            sql_calls[kind] += 1
+
+    started = time.perf_counter()
+    try:
+        with connection.execute_wrapper(timed_sql):
+            services.run_execute(run_id=run.pk)
+    finally:
+        phases.undo()
+    total = time.perf_counter() - started
+    count = len(case_ids)
+    print(f"\nprofile: run_execute in this process, {count} cases, {total:.2f} s")
+    print(f"  {'phase':<48} {'calls':>6} {'total s':>8} {'ms/case':>8} {'share':>6}")
+    rows = sorted(phases.seconds.items(), key=lambda item: -item[1])
+    for name, seconds in rows:
+        print(
+            f"  {name:<48} {phases.calls[name]:>6} {seconds:>8.3f} "
+            f"{seconds / count * 1000:>8.2f} {seconds / total:>6.1%}"
+        )
+    per_case = phases.seconds["_run_one (everything per case)"]
+    inside = sum(
+        phases.seconds[name]
+        for name in (
+            "engine.run_case",
+            "case_spec (CaseSpec from the row)",
+            "FailureRecord ingest (failed cases)",
+        )
+    )
+    print(
+        f"  {'_run_one minus engine, case_spec and ingest':<48} {'':>6} "
+        f"{per_case - inside:>8.3f} {(per_case - inside) / count * 1000:>8.2f} "
+        f"{(per_case - inside) / total:>6.1%}"
+    )
+    print(f"\n  {'SQL statement':<56} {'calls':>6} {'total s':>8} {'ms/call':>8}")
+    for kind, seconds in sorted(sql_seconds.items(), key=lambda item: -item[1])[:20]:
+        print(
+            f"  {kind[:56]:<56} {sql_calls[kind]:>6} {seconds:>8.3f} "
+            f"{seconds / sql_calls[kind] * 1000:>8.3f}"
+        )
+    print(
+        f"  {'all SQL':<56} {sum(sql_calls.values()):>6} {sum(sql_seconds.values()):>8.3f}"
+        f" ({sum(sql_calls.values()) / count:.1f} statements per case)"
+    )
+
+
+# --- candidate: batched result writes -----------------------------------------------------
+
+
+class BatchedWriter:
+    """Stands in for ``services._run_one`` (same arguments): runs the case, keeps the result
+    in memory, and writes a batch at once. A killed worker loses at most one unwritten
+    batch, which the next delivery runs again (results stay unique per case and repetition).
+    """
+
+    def __init__(self, *, size: int = 100, seconds: float = 0.5) -> None:
+        self.size = size
+        self.seconds = seconds
+        self.pending: list[tuple[Any, dict[str, Any] | None]] = []
+        self.flushed_at = time.monotonic()
+
+    def run_one(
+        self, *, run: Any, case: Any, repetition: int, loaded: Any, context: Any, **extra: Any
+    ) -> Any:
+        from qualitylab import engine, services
+        from qualitylab.models import CaseResult
+
+        outcome = engine.run_case(
+            loaded,
+            services.case_spec(case),
+            execution=context,
+            **{key: value for key, value in extra.items() if value is not None},
+        )
+        failure = outcome.failure or {}
+        result = CaseResult(
+            run=run,
+            case=case,
+            repetition=repetition,
+            passed=outcome.passed,
+            failure_stage=failure.get("stage") or "",
+            failure_reason=failure.get("reason") or "",
+            allowed_failure=outcome.failure_allowed,
+            sections=outcome.to_dict(),
+            latency_ms={k: v for k, v in outcome.latency_ms.items() if v is not None},
+        )
+        self.pending.append((result, failure if failure and not outcome.failure_allowed else None))
+        if len(self.pending) >= self.size or time.monotonic() - self.flushed_at >= self.seconds:
+            self.flush(run)
+        return result
+
+    def flush(self, run: Any) -> None:
+        from django.db import IntegrityError, connection, transaction
+        from django.db.models import F
+        from django.utils import timezone
+
+        from qualitylab.models import CaseResult, CaseRun
+        from triage.ingest import batch_ingest
+        from triage.models import FailureRecord
+
+        pending, self.pending = self.pending, []
+        self.flushed_at = time.monotonic()
+        if not pending:
+            return
+        results = [result for result, _ in pending]
+        with transaction.atomic():
+            if connection.vendor == "postgresql":
+                # Results can be computed again: a commit lost in a crash costs a re-run,
+                # never a wrong row; not waiting for the WAL flush halves a batch's cost.
+                with connection.cursor() as cursor:
+                    cursor.execute("SET LOCAL synchronous_commit TO OFF")
+            try:
+                with transaction.atomic():
+                    CaseResult.objects.bulk_create(results)
+            except IntegrityError:  # another delivery stored some: keep the rest, one by one
+                stored = []
+                for result in results:
+                    try:
+                        with transaction.atomic():
+                            result.save(force_insert=True)
+                        stored.append(result)
+                    except IntegrityError:
+                        continue
+                results = stored
+            passed = sum(result.passed for result in results)
+            CaseRun.objects.filter(pk=run.pk).update(
+                done=F("done") + len(results),
+                passed=F("passed") + passed,
+                failed=F("failed") + len(results) - passed,
+                heartbeat_at=timezone.now(),
+            )
+        kept = {id(result) for result in results}
+        failures = [(r, f) for r, f in pending if f is not None and id(r) in kept]
+        if not failures:
+            return
+        items: list[dict[str, Any]] = []
+        for result, failure in failures:
+            body = {key: value for key, value in failure.items() if value is not None}
+            body.update(
+                {
+                    "collection": run.collection.name,
+                    "source": "quality_lab",
+                    "graph_tool_call_version": run.version.graph_tool_call_version,
+                    "quality_lab": {
+                        "run": run.pk,
+                        "case": result.case.case_id,
+                        "repetition": result.repetition,
+                    },
+                }
+            )
+            client_id = f"run-{run.pk}/{result.case.case_id}/{result.repetition}"
+            items.append({"type": "failure", "id": client_id, "body": body})
+        batch_ingest(owner="quality_lab", items=items, channel="quality_lab")
+        records = dict(
+            FailureRecord.objects.filter(
+                client_id__in=[item["id"] for item in items], source="quality_lab"
+            ).values_list("client_id", "pk")
+        )
+        linked = []
+        for (result, _), item in zip(failures, items, strict=True):
+            if item["id"] in records:
+                result.failure_record_id = records[item["id"]]
+                linked.append(result)
+        CaseResult.objects.bulk_update(linked, ["failure_record"])
+
+
+@contextlib.contextmanager
+def batched_writes() -> Iterator[BatchedWriter]:
+    from qualitylab import services
+
+    writer = BatchedWriter()
+    run_one, finish = services._run_one, services._finish_run
+
+    def finish_after_flush(run: Any, *, status: str) -> None:
+        writer.flush(run)
+        finish(run, status=status)
+
+    services._run_one = writer.run_one
+    services._finish_run = finish_after_flush
+    try:
+        yield writer
+    finally:
+        services._run_one = run_one
+        services._finish_run = finish
+
+
+@contextlib.contextmanager
+def learning_after_the_run() -> Iterator[list[Any]]:
+    """Learning's per-run records run after the timed part, as if ``run_execute`` called
+    them after ``_finish_run`` (or queued them as their own task)."""
+    from qualitylab import services
+
+    learning = getattr(services, "learning_services", None)
+    deferred: list[Any] = []
+    if learning is None or not hasattr(learning, "quality_lab_run_record"):
+        yield deferred
+        return
+    record = learning.quality_lab_run_record
+    learning.quality_lab_run_record = lambda *, run: deferred.append(run)
+    try:
+        yield deferred
+    finally:
+        learning.quality_lab_run_record = record
+        for run in deferred:
+            record(run=run)
+
+
+def compare_candidate(collection: Any, cases: list[dict[str, Any]], repeat: int) -> None:
+    from qualitylab import services
+    from qualitylab.models import CaseRun
+
+    case_ids = [case["id"] for case in cases]
+
+    def in_process(*, batched: bool, learning_after: bool) -> float:
+        send = services._send
+        services._send = lambda task, **kwargs: None
+        try:
+            run = services.run_start(collection=collection, case_ids=case_ids, channel="cli")
+        finally:
+            services._send = send
+        with contextlib.ExitStack() as stack:
+            if learning_after:
+                stack.enter_context(learning_after_the_run())
+            if batched:
+                stack.enter_context(batched_writes())
+            started = time.perf_counter()
+            services.run_execute(run_id=run.pk)
+            elapsed = time.perf_counter() - started
+        finished = CaseRun.objects.get(pk=run.pk)
+        assert finished.done == len(case_ids) == finished.results.count(), finished
+        return elapsed
+
+    variants = {
+        "run_execute today": {"batched": False, "learning_after": False},
+        "today, learning after 'done'": {"batched": False, "learning_after": True},
+        "batched writes": {"batched": True, "learning_after": False},
+        "batched, learning after 'done'": {"batched": True, "learning_after": True},
+    }
+    raw_name = "engine.run_case, plain loop"
+    best: dict[str, float] = defaultdict(lambda: float("inf"))
+    for _ in range(repeat):
+        best[raw_name] = min(best[raw_name], run_raw(collection, cases)[0])
+        for name, options in variants.items():
+            best[name] = min(best[name], in_process(**options))
+    raw = best[raw_name]
+    print(f"\ncandidate, in this process (best of {repeat}), {len(cases)} cases:")
+    for name, seconds in best.items():
+        print(
+            f"  {name:<32} {seconds:>7.2f} s {len(cases) / seconds:>8.1f} cases/s "
+            f"{seconds / raw:>6.2f}x"
+        )
+
+
+# --- main ---------------------------------------------------------------------------------
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--cases", type=int, default=1000)
+    parser.add_argument("--database-url", default=DEFAULT_DATABASE_URL)
+    parser.add_argument("--sqlite", action="store_true", help="a fresh SQLite file instead")
+    parser.add_argument(
+        "--redis",
+        nargs="?",
+        const=os.environ.get("REDIS_URL") or DEFAULT_REDIS_URL,
+        default="",
+        metavar="URL",
+        help=f"Redis as the broker (default URL: $REDIS_URL or {DEFAULT_REDIS_URL})",
+    )
+    parser.add_argument("--repeat", type=int, default=1, help="interleaved runs; best of each")
+    parser.add_argument("--profile", action="store_true", help="then profile run_execute")
+    parser.add_argument(
+        "--candidate", action="store_true", help="then measure the batched-writes prototype"
+    )
+    parser.add_argument("--keep-worker-log", action="store_true")
+    return parser.parse_args(argv)
+
+
+def _load() -> str:
+    one, five, _ = os.getloadavg()
+    return f"load average {one:.2f} (1 min), {five:.2f} (5 min) on {os.cpu_count()} CPUs"
+
+
+def main() -> int:
+    args = parse_args()
+    scratch = Path(tempfile.mkdtemp(prefix="qualitylab-bench-"))
+    env = configure(args, scratch)
+    ensure_database(env["DATABASE_URL"])
+
+    import django
+
+    django.setup()
+    from django.db import connection
+
+    from config.celery import app
+
+    app.conf.task_default_queue = QUEUE
+    print(f"start: {_load()}")
+    prepare_database()
+    cases = bench_cases(args.cases)
+    collection = load_collection(cases)
+    case_ids = [case["id"] for case in cases]
+    count = len(cases)
+    broker = "redis" if args.redis else "filesystem"
+    print(
+        f"database {connection.vendor}, broker {broker}, {count} cases "
+        f"({sum(case['mode'] == 'search' for case in cases)} search, "
+        f"{sum(case['mode'] == 'plan' for case in cases)} plan)"
+    )
+
+    log_path = scratch / "worker.log"
+    worker_best = raw_best = in_task_best = float("inf")
+    worker_cpu_best = raw_cpu_best = float("inf")
+    worker_passed = raw_passed = 0
+    try:
+        with worker(env, log_path) as process:
+            warmup_seconds, _, _ = run_through_worker(
+                collection, case_ids[:WARMUP_CASES], process, log_path
+            )
+            print(f"worker warm-up: {WARMUP_CASES} cases in {warmup_seconds:.2f} s (start-up)")
+            for attempt in range(1, args.repeat + 1):
+                worker_seconds, run, worker_cpu = run_through_worker(
+                    collection, case_ids, process, log_path
+                )
+                raw_seconds, raw_passed, raw_cpu = run_raw(collection, cases)
+                in_task = (run.finished_at - run.started_at).total_seconds()
+                worker_passed = run.passed
+                print(
+                    f"  attempt {attempt}: worker {worker_seconds:.2f} s "
+                    f"(in the task {in_task:.2f} s, worker CPU {worker_cpu:.2f} s), "
+                    f"plain loop {raw_seconds:.2f} s (CPU {raw_cpu:.2f} s)"
+                )
+                worker_best = min(worker_best, worker_seconds)
+                in_task_best = min(in_task_best, in_task)
+                raw_best = min(raw_best, raw_seconds)
+                worker_cpu_best = min(worker_cpu_best, worker_cpu)
+                raw_cpu_best = min(raw_cpu_best, raw_cpu)
+        if args.profile:
+            profile(collection, case_ids)
+        if args.candidate:
+            compare_candidate(collection, cases, args.repeat)
+    finally:
+        if args.keep_worker_log:
+            print(f"worker log: {log_path}")
+        else:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    worker_rate, raw_rate = count / worker_best, count / raw_best
+    ratio = worker_best / raw_best
+    best = f" (best of {args.repeat})" if args.repeat > 1 else ""
+    print()
+    print(f"{'path' + best:<36} {'seconds':>8} {'cases/s':>9} {'passed':>7}")
+    print(
+        f"{'worker (run_start -> done)':<36} {worker_best:>8.2f} {worker_rate:>9.1f} "
+        f"{worker_passed:>7}"
+    )
+    print(f"{'  of which inside the task':<36} {in_task_best:>8.2f} {count / in_task_best:>9.1f}")
+    print(f"{'engine.run_case, plain loop':<36} {raw_best:>8.2f} {raw_rate:>9.1f} {raw_passed:>7}")
+    print(f"ratio (worker time / raw engine time): {ratio:.2f}x")
+    if worker_cpu_best and raw_cpu_best:
+        print(
+            f"CPU per case: worker {worker_cpu_best / count * 1000:.2f} ms (its own process; "
+            f"the database server's work is not in it), plain loop "
+            f"{raw_cpu_best / count * 1000:.2f} ms, ratio {worker_cpu_best / raw_cpu_best:.2f}x"
+        )
+    print(
+        f"{'PASS' if worker_rate >= TARGET_RATE else 'MISS'} rate: {worker_rate:.1f} cases/s "
+        f"on one worker (target >= {TARGET_RATE:.0f})"
+    )
+    print(
+        f"{'PASS' if ratio <= TARGET_RATIO else 'MISS'} overhead: {ratio:.2f}x the raw engine "
+        f"time (target <= {TARGET_RATIO}x)"
+    )
+    if worker_passed != raw_passed:
+        print(f"note: the worker passed {worker_passed} cases, the plain loop {raw_passed}")
+    print(f"end: {_load()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

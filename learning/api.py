@@ -1,0 +1,82 @@
+"""The export API: a collection's suggestions in graph-tool-call's shape, for runtimes.
+
+``GET /api/v1/learning/suggestions?collection=C&status=promoted`` (read scope) returns
+``{"collection", "registered", "learning_mode", "learning_allowed", "status", "count",
+"suggestions": [...]}``; ``suggestions`` goes straight into graph-tool-call's
+``apply_learning_suggestions(query, candidates, suggestions, mode="promoted")``. Without
+``status`` it lists every status, each suggestion carrying its own (rejected ones included,
+which the library never applies). A collection the desk does not know yet has no
+suggestions: 200 with ``registered: false``.
+"""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from learning.models import SuggestionStatus
+from learning.selectors import export_suggestions
+from qualitylab.models import Collection
+from triage.api_auth import HasReadScope
+
+
+class SuggestionExportQuerySerializer(serializers.Serializer[None]):
+    collection = serializers.CharField(max_length=100, help_text="The collection id (name).")
+    status = serializers.ChoiceField(
+        choices=SuggestionStatus.values,
+        required=False,
+        help_text="Only suggestions in this status; every status when left out.",
+    )
+
+
+class SuggestionExportSerializer(serializers.Serializer[None]):
+    collection = serializers.CharField()
+    registered = serializers.BooleanField()
+    learning_mode = serializers.CharField(allow_null=True)
+    learning_allowed = serializers.BooleanField(allow_null=True)
+    status = serializers.CharField(allow_null=True)
+    count = serializers.IntegerField()
+    suggestions = serializers.ListField(
+        child=serializers.DictField(),
+        help_text="graph-tool-call suggestions: id, type, target, query_family, "
+        "query_fingerprint, status, observations, prior_failure_count, evidence, ...",
+    )
+
+
+class SuggestionExportApi(APIView):
+    permission_classes = [HasReadScope]
+
+    @extend_schema(
+        operation_id="learning_suggestions_export",
+        summary="A collection's learning suggestions in graph-tool-call's shape",
+        parameters=[SuggestionExportQuerySerializer],
+        responses={
+            200: SuggestionExportSerializer,
+            400: OpenApiResponse(description='{"error": {"code", "message", "field"}}'),
+        },
+    )
+    def get(self, request: Request) -> Response:
+        query = SuggestionExportQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        name = query.validated_data["collection"]
+        status = query.validated_data.get("status") or None
+        collection = Collection.objects.filter(name=name).first()
+        suggestions = (
+            export_suggestions(collection=collection, status=status or "")
+            if collection is not None
+            else []
+        )
+        return Response(
+            {
+                "collection": name,
+                "registered": collection is not None,
+                "learning_mode": collection.learning_mode if collection else None,
+                "learning_allowed": collection.learning_allowed if collection else None,
+                "status": status,
+                "count": len(suggestions),
+                "suggestions": suggestions,
+            }
+        )

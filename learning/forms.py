@@ -1,0 +1,66 @@
+"""Forms of the learning review: the queue's filters (in the URL) and the decisions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from graph_tool_call.learning import SUGGESTION_TYPES
+
+from learning.models import QUEUE_ORDER, RejectionReason
+from learning.selectors import QueueFilters
+from qualitylab.models import LearningMode
+
+
+class QueueFilterForm(forms.Form):
+    """Every filter lives in the URL, so a filtered queue is a link that can be shared."""
+
+    collection = forms.ChoiceField(required=False)
+    type = forms.ChoiceField(
+        choices=[("", "any type"), *((name, name) for name in sorted(SUGGESTION_TYPES))],
+        required=False,
+    )
+    status = forms.ChoiceField(
+        choices=[("", "any status"), *((status, status) for status in QUEUE_ORDER)],
+        required=False,
+    )
+    family = forms.CharField(required=False, max_length=200, label="query family")
+
+    def __init__(self, *args: Any, collections: list[str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        field = self.fields["collection"]
+        assert isinstance(field, forms.ChoiceField)
+        field.choices = [("", "any collection"), *((name, name) for name in collections)]
+        self.fields["family"].widget.attrs.update(
+            {"placeholder": "query family contains…", "type": "search"}
+        )
+
+    def filters(self) -> QueueFilters:
+        if not self.is_valid():
+            return QueueFilters()
+        data = self.cleaned_data
+        return QueueFilters(
+            collection=data["collection"] or "",
+            type=data["type"] or "",
+            status=data["status"] or "",
+            family=(data["family"] or "").strip(),
+        )
+
+
+class ApproveForm(forms.Form):
+    reason = forms.CharField(max_length=2000, strip=True)
+
+
+class RejectForm(forms.Form):
+    reason = forms.ChoiceField(choices=RejectionReason.choices)
+    note = forms.CharField(max_length=4000, strip=True)
+
+
+class DemoteForm(forms.Form):
+    reason = forms.CharField(max_length=2000, strip=True)
+
+
+class PolicyForm(forms.Form):
+    learning_mode = forms.ChoiceField(choices=LearningMode.choices)
+    learning_allowed = forms.BooleanField(required=False)
+    write_capable = forms.BooleanField(required=False)

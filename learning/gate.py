@@ -1,0 +1,159 @@
+"""The promotion gate: when a suggestion may leave `suggested`, and when policy promotes it.
+
+Pure: facts in, verdict out (no ORM), so the whole rule reads as one table in
+tests/learning/test_gate.py. graph-tool-call's own helper promotes on the observation count
+alone and ignores failures once a suggestion has two observations; this gate is the one the
+desk enforces:
+
+* repeated success: at least ``LEARNING_MIN_SUCCESS_OBSERVATIONS`` successful observations
+  of the same query family;
+* failure ratio: of the recent attempts of that family that used the target, at most
+  ``LEARNING_MAX_RECENT_FAILURE_RATIO`` failed (2 successes and 3 failures stay suggested);
+* stable target: at least ``LEARNING_MIN_TARGET_AGREEMENT`` of the family's recent
+  successes chose this target (plan path, edge);
+* scrubbed evidence: no attempt behind it arrived carrying a secret;
+* same collection: the suggestion and every attempt behind it belong to the collection;
+* the collection's policy allows learning.
+
+All pass: ``promotable``. Policy then promotes by itself only in a collection whose learning
+mode is ``promoted``, that is read-only, and where no person has demoted the suggestion:
+write-capable collections always wait for a reviewer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+
+SUGGESTED = "suggested"
+PROMOTABLE = "promotable"
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    min_success_observations: int = 2
+    max_recent_failure_ratio: float = 0.5
+    min_target_agreement: float = 0.8
+    auto_promote: bool = True
+
+    @classmethod
+    def from_settings(cls) -> Thresholds:
+        return cls(
+            min_success_observations=settings.LEARNING_MIN_SUCCESS_OBSERVATIONS,
+            max_recent_failure_ratio=settings.LEARNING_MAX_RECENT_FAILURE_RATIO,
+            min_target_agreement=settings.LEARNING_MIN_TARGET_AGREEMENT,
+            auto_promote=settings.LEARNING_AUTO_PROMOTE,
+        )
+
+
+@dataclass(frozen=True)
+class GateFacts:
+    """What the gate looks at, counted by the caller from the stored attempts."""
+
+    observations: int
+    recent_successes: int  # recent attempts of the family that used the target and succeeded
+    recent_failures: int  # ... and failed
+    agreeing_successes: int  # recent successes of the family that chose this target
+    family_successes: int  # recent successes of the family that chose any target
+    sensitive: bool = False
+    same_collection: bool = True
+    learning_allowed: bool = True
+    write_capable: bool = False
+    learning_mode: str = "observe"
+    demoted_before: bool = False
+
+
+@dataclass(frozen=True)
+class GateCheck:
+    name: str
+    passed: bool
+    detail: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "passed": self.passed, "detail": self.detail}
+
+
+@dataclass(frozen=True)
+class GateVerdict:
+    status: str  # suggested | promotable
+    checks: tuple[GateCheck, ...]
+    auto_promote: bool  # policy may promote it now, without a reviewer
+    why_reviewer: str  # why a person must approve it (empty when policy may)
+
+    @property
+    def promotable(self) -> bool:
+        return self.status == PROMOTABLE
+
+    @property
+    def blocked_by(self) -> list[str]:
+        return [check.name for check in self.checks if not check.passed]
+
+
+def evaluate_gate(facts: GateFacts, thresholds: Thresholds) -> GateVerdict:
+    needed = thresholds.min_success_observations
+    total = facts.recent_successes + facts.recent_failures
+    ratio = facts.recent_failures / total if total else 0.0
+    agreement = facts.agreeing_successes / facts.family_successes if facts.family_successes else 0.0
+    checks = (
+        GateCheck(
+            "repeated_success",
+            facts.observations >= needed,
+            f"{facts.observations} successful observation{_s(facts.observations)} (needs {needed})",
+        ),
+        GateCheck(
+            "failure_ratio",
+            ratio <= thresholds.max_recent_failure_ratio,
+            f"{facts.recent_failures} of {total} recent attempt{_s(total)} with this target "
+            f"failed ({ratio:.0%}; at most {thresholds.max_recent_failure_ratio:.0%})",
+        ),
+        GateCheck(
+            "stable_target",
+            facts.family_successes > 0 and agreement >= thresholds.min_target_agreement,
+            f"{facts.agreeing_successes} of {facts.family_successes} recent successes of the "
+            f"query family agree ({agreement:.0%}; needs {thresholds.min_target_agreement:.0%})",
+        ),
+        GateCheck(
+            "scrubbed_evidence",
+            not facts.sensitive,
+            "an attempt behind it carried a secret (stored scrubbed)"
+            if facts.sensitive
+            else "no attempt behind it carried a secret",
+        ),
+        GateCheck(
+            "same_collection",
+            facts.same_collection,
+            "suggestion and attempts belong to this collection"
+            if facts.same_collection
+            else "evidence from another collection",
+        ),
+        GateCheck(
+            "collection_allows_learning",
+            facts.learning_allowed,
+            "the collection's policy allows learning"
+            if facts.learning_allowed
+            else "the collection's policy does not allow learning",
+        ),
+    )
+    status = PROMOTABLE if all(check.passed for check in checks) else SUGGESTED
+    if facts.write_capable:
+        why = "write-capable collection: a reviewer approves every promotion"
+    elif facts.learning_mode != "promoted":
+        why = f"the collection's learning mode is {facts.learning_mode}, not promoted"
+    elif facts.demoted_before:
+        why = "a person demoted it before: policy does not promote it again"
+    elif not thresholds.auto_promote:
+        why = "automatic promotion is off (LEARNING_AUTO_PROMOTE)"
+    else:
+        why = ""
+    return GateVerdict(
+        status=status,
+        checks=checks,
+        auto_promote=status == PROMOTABLE and not why,
+        why_reviewer=why,
+    )
+
+
+def _s(count: int) -> str:
+    return "" if count == 1 else "s"

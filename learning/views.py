@@ -1,0 +1,208 @@
+"""The learning review page, one suggestion's page, decisions and collection policies."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlencode
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required, permission_required
+from django.core.paginator import Paginator
+from django.forms import Form
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_POST
+from django_htmx.http import push_url
+
+from learning import selectors, services
+from learning.forms import ApproveForm, DemoteForm, PolicyForm, QueueFilterForm, RejectForm
+from learning.models import RejectionReason, Suggestion
+from qualitylab.models import Collection, LearningMode
+from triage import roles
+from triage.http import is_partial
+
+VIEW_SUGGESTIONS = "learning.view_suggestion"
+PAGE_SIZE = 25
+
+
+def _decision_context(request: HttpRequest) -> dict[str, Any]:
+    return {
+        "can_review": request.user.has_perm(roles.REVIEW_SUGGESTION),
+        "rejection_reasons": RejectionReason.choices,
+        "thresholds": {
+            "observations": settings.LEARNING_MIN_SUCCESS_OBSERVATIONS,
+            "failure_ratio": settings.LEARNING_MAX_RECENT_FAILURE_RATIO,
+            "agreement": settings.LEARNING_MIN_TARGET_AGREEMENT,
+            "recent": settings.LEARNING_RECENT_ATTEMPTS,
+        },
+    }
+
+
+@login_required
+@permission_required(VIEW_SUGGESTIONS, raise_exception=True)
+def review_page(request: HttpRequest) -> HttpResponse:
+    collections = selectors.learning_collections()
+    form = QueueFilterForm(request.GET or None, collections=[c.name for c in collections])
+    filters = form.filters()
+    page = Paginator(selectors.suggestion_queue(filters=filters), PAGE_SIZE).get_page(
+        request.GET.get("page")
+    )
+    query = urlencode([(key, value) for key, value in request.GET.items() if value])
+    here = f"{request.path}?{query}" if query else request.path
+    context = {
+        **_decision_context(request),
+        "form": form,
+        "filters": filters,
+        "page": page,
+        "here": here,
+        "page_query": urlencode(
+            [(key, value) for key, value in request.GET.items() if value and key != "page"]
+        ),
+        "counts": selectors.status_counts(collection=filters.collection),
+    }
+    if is_partial(request):
+        return push_url(render(request, "learning/review.html#queue", context), here)
+    context.update(
+        {
+            "collections": collections,
+            "can_change_policy": request.user.has_perm(roles.CHANGE_COLLECTION),
+            "modes": LearningMode.choices,
+            "reviews": selectors.recent_reviews(),
+        }
+    )
+    return render(request, "learning/review.html", context)
+
+
+@login_required
+@permission_required(VIEW_SUGGESTIONS, raise_exception=True)
+def suggestion_page(request: HttpRequest, suggestion_id: int) -> HttpResponse:
+    suggestion = get_object_or_404(
+        Suggestion.objects.select_related("collection", "promoted_by"), pk=suggestion_id
+    )
+    context = {
+        **_decision_context(request),
+        "suggestion": suggestion,
+        "here": request.path,
+        "attempts": selectors.suggestion_attempts(suggestion=suggestion),
+        "failures": selectors.family_failures(suggestion=suggestion),
+        "shadow_cases": selectors.shadow_cases(suggestion=suggestion),
+        "history": selectors.suggestion_history(suggestion=suggestion),
+    }
+    return render(request, "learning/suggestion.html", context)
+
+
+@require_POST
+@login_required
+@permission_required(roles.REVIEW_SUGGESTION, raise_exception=True)
+def suggestion_approve_view(request: HttpRequest, suggestion_id: int) -> HttpResponse:
+    suggestion = get_object_or_404(Suggestion, pk=suggestion_id)
+    form = ApproveForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Approving needs a reason: it is kept as the promotion reason.")
+        return _back(request, suggestion)
+    try:
+        services.suggestion_approve(
+            suggestion=suggestion, reviewer=request.user, reason=form.cleaned_data["reason"]
+        )
+    except services.DecisionError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Promoted {_label(suggestion)}.")
+    return _back(request, suggestion)
+
+
+@require_POST
+@login_required
+@permission_required(roles.REVIEW_SUGGESTION, raise_exception=True)
+def suggestion_reject_view(request: HttpRequest, suggestion_id: int) -> HttpResponse:
+    suggestion = get_object_or_404(Suggestion, pk=suggestion_id)
+    form = RejectForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Rejecting needs a reason code and a note.")
+        return _back(request, suggestion)
+    try:
+        services.suggestion_reject(
+            suggestion=suggestion,
+            reviewer=request.user,
+            reason=form.cleaned_data["reason"],
+            note=form.cleaned_data["note"],
+        )
+    except services.DecisionError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Rejected {_label(suggestion)} ({form.cleaned_data['reason']}).")
+    return _back(request, suggestion)
+
+
+@require_POST
+@login_required
+@permission_required(roles.REVIEW_SUGGESTION, raise_exception=True)
+def suggestion_demote_view(request: HttpRequest, suggestion_id: int) -> HttpResponse:
+    suggestion = get_object_or_404(Suggestion, pk=suggestion_id)
+    form = DemoteForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Demoting needs a reason: it is kept in the history.")
+        return _back(request, suggestion)
+    try:
+        demoted = services.suggestion_demote(
+            suggestion=suggestion, reviewer=request.user, reason=form.cleaned_data["reason"]
+        )
+    except services.DecisionError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Demoted {_label(suggestion)}: it is {demoted.status} again.")
+    return _back(request, suggestion)
+
+
+@require_POST
+@login_required
+@permission_required(roles.CHANGE_COLLECTION, raise_exception=True)
+def collection_policy_view(request: HttpRequest, name: str) -> HttpResponse:
+    collection = get_object_or_404(Collection, name=name)
+    form = PolicyForm(request.POST)
+    back = reverse("learning:home") + "#policies"
+    if not form.is_valid():
+        messages.error(request, _errors(form))
+        return HttpResponseRedirect(back)
+    data = form.cleaned_data
+    try:
+        changes = services.collection_learning_policy_set(
+            collection=collection,
+            actor=request.user,
+            learning_mode=data["learning_mode"],
+            learning_allowed=data["learning_allowed"],
+            write_capable=data["write_capable"],
+        )
+    except services.DecisionError as exc:
+        messages.error(request, str(exc))
+    else:
+        if changes:
+            messages.success(request, f"{collection.name}: {', '.join(changes)}.")
+        else:
+            messages.info(request, f"{collection.name}: nothing changed.")
+    return HttpResponseRedirect(back)
+
+
+def _label(suggestion: Suggestion) -> str:
+    return f"{suggestion.type} {suggestion.target} for “{suggestion.query_family}”"
+
+
+def _back(request: HttpRequest, suggestion: Suggestion) -> HttpResponseRedirect:
+    """Back where the decision was taken (the filtered queue or the suggestion's page)."""
+    target = request.POST.get("next", "")
+    safe = url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    )
+    if not safe or not target.startswith(reverse("learning:home")):
+        target = reverse("learning:suggestion", args=[suggestion.pk])
+    return HttpResponseRedirect(f"{target}#suggestion-{suggestion.pk}")
+
+
+def _errors(form: Form) -> str:
+    return " ".join(
+        f"{'' if field == '__all__' else field + ': '}{' '.join(str(e) for e in errors)}"
+        for field, errors in form.errors.items()
+    )

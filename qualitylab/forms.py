@@ -1,0 +1,423 @@
+"""Forms of the Quality Lab pages. They check shapes; the services check meaning."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+from urllib.parse import urlsplit
+
+from django import forms
+from django.core.files.uploadedfile import UploadedFile
+
+from qualitylab import engine
+from qualitylab.models import CaseMode, Collection, QualityCase, Suite
+
+MAX_SPEC_BYTES = engine.MAX_SPEC_BYTES
+MAX_CASES_FILE_BYTES = 5_000_000
+_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,99}$")
+_HEADER_NAME_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$")
+_HOST_RE = re.compile(r"^[A-Za-z0-9.\-\[\]:]{1,255}$")
+
+
+def read_text_upload(upload: UploadedFile, *, limit: int, what: str) -> str:
+    """An uploaded file as text, refused when it is too big or not UTF-8."""
+    if upload.size is not None and upload.size > limit:
+        raise forms.ValidationError(f"The {what} is larger than {limit // 1_000_000} MB.")
+    data = upload.read(limit + 1)
+    if len(data) > limit:
+        raise forms.ValidationError(f"The {what} is larger than {limit // 1_000_000} MB.")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise forms.ValidationError(f"The {what} is not UTF-8 text (byte {exc.start}).") from None
+
+
+class SpecSourceForm(forms.Form):
+    """An OpenAPI spec as a file or pasted text; ``spec_text()`` is what the service gets."""
+
+    spec_file = forms.FileField(
+        required=False,
+        label="Spec file",
+        help_text="OpenAPI 3.x or Swagger 2, JSON or YAML, at most 10 MB.",
+        widget=forms.ClearableFileInput(attrs={"accept": ".json,.yaml,.yml,application/json"}),
+    )
+    spec_paste = forms.CharField(
+        required=False,
+        label="or paste the spec",
+        widget=forms.Textarea(attrs={"rows": 6, "spellcheck": "false", "class": "code"}),
+        help_text="Pasted text is limited by the request size (5 MB); upload bigger specs.",
+    )
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        upload = data.get("spec_file")
+        pasted = (data.get("spec_paste") or "").strip()
+        if upload and pasted:
+            self.add_error("spec_file", "Upload a file or paste the spec, not both.")
+        elif not upload and not pasted:
+            self.add_error("spec_file", "Upload the spec or paste it.")
+        elif upload:
+            try:
+                data["spec"] = read_text_upload(upload, limit=MAX_SPEC_BYTES, what="spec")
+            except forms.ValidationError as exc:
+                self.add_error("spec_file", exc)
+        else:
+            data["spec"] = pasted
+        return data
+
+    def add_spec_error(self, error: engine.SpecError) -> None:
+        """The parse error, shown on the field the spec came from."""
+        field = "spec_file" if self.cleaned_data.get("spec_file") else "spec_paste"
+        self.add_error(field, f"This is not a usable OpenAPI spec: {error}")
+
+
+class CollectionCreateForm(SpecSourceForm):
+    name = forms.SlugField(
+        max_length=100,
+        help_text="Letters, digits, '-' and '_'. Failure records name the collection this way.",
+    )
+    title = forms.CharField(max_length=200, required=False)
+    base_url = forms.URLField(
+        required=False,
+        assume_scheme="https",
+        label="Base URL",
+        help_text="Where execute cases call. Empty: the spec's first server URL.",
+    )
+    allowed_hosts = forms.CharField(
+        required=False,
+        max_length=1000,
+        help_text="Comma separated (host or host:port). Empty: the base URL's host. Execute "
+        "cases never call any other host.",
+    )
+    auth_header = forms.CharField(
+        required=False, max_length=100, initial="Authorization", label="Auth header name"
+    )
+    auth_scheme = forms.CharField(
+        required=False, max_length=40, initial="Bearer", label="Scheme",
+        help_text="Put before the secret (Bearer, Token...); empty sends the secret as is.",
+    )  # fmt: skip
+    auth_secret_env = forms.CharField(
+        required=False,
+        max_length=100,
+        label="Secret from environment variable",
+        help_text="The NAME of an environment variable of the worker, e.g. SHOP_API_TOKEN. "
+        "The worker reads it when a run starts; the secret itself is never stored here.",
+    )
+    mutations_allowed = forms.BooleanField(
+        required=False,
+        label="Allow mutating cases (POST/PUT/PATCH/DELETE with cleanup steps)",
+    )
+
+    field_order = [
+        "name", "title", "spec_file", "spec_paste", "base_url", "allowed_hosts",
+        "auth_header", "auth_scheme", "auth_secret_env", "mutations_allowed",
+    ]  # fmt: skip
+
+    def clean_allowed_hosts(self) -> list[str] | None:
+        raw = self.cleaned_data.get("allowed_hosts") or ""
+        hosts = [host.strip().lower() for host in raw.split(",") if host.strip()]
+        bad = [host for host in hosts if not _HOST_RE.match(host) or "/" in host]
+        if bad:
+            raise forms.ValidationError(
+                f"Not a host name: {bad[0]!r}. Give hosts like api.example.com or "
+                "127.0.0.1:8090, not URLs."
+            )
+        return hosts or None
+
+    def clean_auth_header(self) -> str:
+        value = (self.cleaned_data.get("auth_header") or "").strip()
+        if value and not _HEADER_NAME_RE.match(value):
+            raise forms.ValidationError("Not a valid HTTP header name.")
+        return value
+
+    def clean_auth_secret_env(self) -> str:
+        value = (self.cleaned_data.get("auth_secret_env") or "").strip()
+        if value and not _ENV_NAME_RE.match(value):
+            raise forms.ValidationError(
+                "Give the name of an environment variable (letters, digits, '_'), "
+                "not the secret itself."
+            )
+        return value
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        hosts = data.get("allowed_hosts")
+        base_url = data.get("base_url") or ""
+        if hosts and base_url:
+            parts = urlsplit(base_url)
+            host = (parts.hostname or "").lower()
+            label = f"{host}:{parts.port}" if parts.port else host
+            if host not in hosts and label not in hosts:
+                self.add_error(
+                    "allowed_hosts",
+                    f"The base URL's host {label} is not in the list: execute cases "
+                    "would never run.",
+                )
+        if data.get("auth_secret_env") and not data.get("auth_header"):
+            self.add_error("auth_header", "Name the header that carries the secret.")
+        return data
+
+    def auth_profile(self) -> dict[str, Any]:
+        """Header name, scheme and where the secret comes from; empty without a variable."""
+        data = self.cleaned_data
+        if not data.get("auth_secret_env"):
+            return {}
+        return {
+            "header_names": [data["auth_header"]],
+            "scheme": (data.get("auth_scheme") or "").strip(),
+            "secret_env": data["auth_secret_env"],
+        }
+
+
+class CasesImportForm(forms.Form):
+    cases_file = forms.FileField(
+        label="Cases file (JSON)",
+        help_text='A JSON list of cases in the documented schema: [{"id": ..., "mode": ..., '
+        '"query": ...}, ...]. At most 5 MB.',
+        widget=forms.ClearableFileInput(attrs={"accept": ".json,application/json"}),
+    )
+
+    def clean_cases_file(self) -> list[Any]:
+        upload = self.cleaned_data["cases_file"]
+        text = read_text_upload(upload, limit=MAX_CASES_FILE_BYTES, what="file")
+        try:
+            documents = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise forms.ValidationError(
+                f"Not JSON: line {exc.lineno}, column {exc.colno}: {exc.msg}."
+            ) from None
+        if isinstance(documents, dict) and isinstance(documents.get("cases"), list):
+            documents = documents["cases"]
+        if not isinstance(documents, list):
+            raise forms.ValidationError("The file must hold a JSON list of cases.")
+        if not documents:
+            raise forms.ValidationError("The file holds no case.")
+        return documents
+
+
+_JSON_FIELD_HELP = {
+    "provided_entities": 'Values the plan may use, e.g. {"orderNo": "ORD-1001"}.',
+    "assertions": 'A list like [{"type": "selected_target", "equals": "getOrderDetail"}] or '
+    'an object like {"selected_target": "getOrderDetail", "allowed_failure_reasons": []}.',
+    "cleanup": 'Execute cases that mutate: [{"tool": "cancelRefund", "args": '
+    '{"refundId": "${createRefund.refundId}"}}].',
+}
+# CaseSpecError.field ("assertions[2].type", "cleanup[0].tool", "id") -> the form's field.
+_FORM_FIELD_FOR_CASE_FIELD = {"id": "case_id", "case": "__all__"}
+
+
+class CaseForm(forms.Form):
+    """A case in the documented schema; the engine's own validation names the bad field."""
+
+    case_id = forms.CharField(
+        label="id", max_length=120, help_text="Letters, digits and '_.:-'; unique per collection."
+    )
+    mode = forms.ChoiceField(choices=CaseMode.choices)
+    query = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), max_length=2000)
+    expected_target = forms.CharField(
+        required=False, max_length=200, help_text="The operationId the case should end at."
+    )
+    expected_top_k = forms.IntegerField(min_value=1, max_value=50, initial=5, label="Top-K")
+    llm_target = forms.CharField(
+        required=False,
+        max_length=200,
+        label="LLM target",
+        help_text="What an LLM proposed (plan and execute): checks that the selector overrides "
+        "a wrong one.",
+    )
+    mutation_safety = forms.ChoiceField(
+        choices=[("read_only", "read_only"), ("mutating", "mutating")], initial="read_only"
+    )
+    timeout_sec = forms.FloatField(
+        required=False, min_value=0.1, max_value=300, initial=10.0, label="Timeout (s)",
+        help_text="Execute mode: per HTTP call.",
+    )  # fmt: skip
+    auth_session = forms.CharField(
+        required=False,
+        max_length=60,
+        label="Auth session",
+        help_text="Execute mode: which session of the collection's auth profile to call as. "
+        "Empty: the default one.",
+    )
+    description = forms.CharField(
+        required=False, max_length=500, help_text="Why the case exists, for whoever reads it."
+    )
+    provided_entities = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2, "spellcheck": "false", "class": "code"}),
+        help_text=_JSON_FIELD_HELP["provided_entities"],
+    )
+    assertions = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 4, "spellcheck": "false", "class": "code"}),
+        help_text=_JSON_FIELD_HELP["assertions"],
+    )
+    cleanup = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2, "spellcheck": "false", "class": "code"}),
+        help_text=_JSON_FIELD_HELP["cleanup"],
+    )
+    active = forms.BooleanField(required=False, initial=True)
+
+    def __init__(
+        self,
+        *args: Any,
+        collection: Collection | None = None,
+        editing: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self.target_collection = collection
+        self.editing = editing
+        if editing:
+            # Saving goes by id: a changed id would make a second case, not rename this one.
+            self.fields["case_id"].disabled = True
+
+    def check_new_id(self, collection: Collection | None) -> None:
+        case_id = self.cleaned_data.get("case_id")
+        if self.editing or collection is None or not case_id:
+            return
+        if collection.cases.filter(case_id=case_id).exists():
+            self.add_error(
+                "case_id", f"{collection.name} already has a case {case_id}; edit that one."
+            )
+
+    @classmethod
+    def initial_for(cls, case: QualityCase) -> dict[str, Any]:
+        def dump(value: Any) -> str:
+            return json.dumps(value, ensure_ascii=False, indent=1) if value else ""
+
+        return {
+            "case_id": case.case_id,
+            "mode": case.mode,
+            "query": case.query,
+            "expected_target": case.expected_target,
+            "expected_top_k": case.expected_top_k,
+            "llm_target": case.llm_target,
+            "mutation_safety": case.mutation_safety or "read_only",
+            "timeout_sec": case.timeout_sec,
+            "provided_entities": dump(case.provided_entities),
+            "assertions": dump(case.assertions),
+            "cleanup": dump(case.cleanup),
+            "auth_session": case.auth_session,
+            "description": case.description,
+            "active": case.active,
+        }
+
+    def _json(self, name: str) -> Any:
+        raw = (self.cleaned_data.get(name) or "").strip()
+        if not raw:
+            return None
+        try:
+            return json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise forms.ValidationError(
+                f"Not JSON: line {exc.lineno}, column {exc.colno}: {exc.msg}."
+            ) from None
+
+    def clean_provided_entities(self) -> Any:
+        return self._json("provided_entities")
+
+    def clean_assertions(self) -> Any:
+        return self._json("assertions")
+
+    def clean_cleanup(self) -> Any:
+        return self._json("cleanup")
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        self.check_new_id(data.get("collection") or self.target_collection)
+        if self.errors:
+            return data
+        try:
+            engine.CaseSpec.from_json(self.document())
+        except engine.CaseSpecError as exc:
+            self.add_case_error(exc)
+        return data
+
+    def add_case_error(self, error: engine.CaseSpecError) -> None:
+        base = re.split(r"[.\[]", error.field, maxsplit=1)[0]
+        name = _FORM_FIELD_FOR_CASE_FIELD.get(base, base)
+        if name != "__all__" and name not in self.fields:
+            name = "__all__"
+        self.add_error(None if name == "__all__" else name, f"{error.field}: {error.message}")
+
+    def document(self) -> dict[str, Any]:
+        """The case in the documented schema (what services.case_save takes)."""
+        data = self.cleaned_data
+        document: dict[str, Any] = {
+            "id": data["case_id"],
+            "mode": data["mode"],
+            "query": data["query"],
+            "expected_top_k": data["expected_top_k"],
+            "mutation_safety": data["mutation_safety"],
+        }
+        for name in ("expected_target", "llm_target", "auth_session", "description"):
+            if data.get(name) and data[name].strip():
+                document[name] = data[name].strip()
+        if data.get("timeout_sec") is not None:
+            document["timeout_sec"] = data["timeout_sec"]
+        for name in ("provided_entities", "assertions", "cleanup"):
+            if data.get(name) is not None:
+                document[name] = data[name]
+        return document
+
+
+class CaseFromGroupForm(CaseForm):
+    """A new case from a failure group: the person also picks the collection."""
+
+    collection = forms.ModelChoiceField(
+        queryset=Collection.objects.none(), to_field_name="name", empty_label=None
+    )
+
+    field_order = ["collection", "case_id"]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["collection"].queryset = Collection.objects.only("pk", "name")  # type: ignore[attr-defined]
+
+
+def _suite_case_label(case: QualityCase) -> str:
+    query = case.query if len(case.query) <= 70 else case.query[:69] + "…"
+    inactive = " (inactive)" if not case.active else ""
+    return f"{case.case_id} · {case.mode}{inactive} · {query}"
+
+
+class SuiteForm(forms.Form):
+    name = forms.SlugField(max_length=100)
+    description = forms.CharField(max_length=300, required=False)
+    cases = forms.ModelMultipleChoiceField(
+        queryset=QualityCase.objects.none(),
+        to_field_name="case_id",
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+    )
+
+    def __init__(self, *args: Any, collection: Collection, editing: bool = False, **kw: Any):
+        super().__init__(*args, **kw)
+        field = self.fields["cases"]
+        field.queryset = collection.cases.only("pk", "case_id", "mode", "query", "active")  # type: ignore[attr-defined]
+        field.label_from_instance = _suite_case_label  # type: ignore[attr-defined]
+        if editing:
+            self.fields["name"].disabled = True  # saving goes by name
+
+
+class RunStartForm(forms.Form):
+    suite = forms.ModelChoiceField(
+        queryset=Suite.objects.none(),
+        to_field_name="name",
+        required=False,
+        empty_label="all active cases",
+    )
+    mode = forms.ChoiceField(choices=[("", "every mode"), *CaseMode.choices], required=False)
+    repeat = forms.IntegerField(
+        min_value=1,
+        max_value=50,
+        initial=1,
+        help_text="Run each case this many times (1-50) to expose flaky cases.",
+    )
+
+    def __init__(self, *args: Any, collection: Collection, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["suite"].queryset = collection.suites.only("pk", "name")  # type: ignore[attr-defined]

@@ -1,0 +1,370 @@
+"""Reads of Quality Lab for the pages: collections, cases, suites, runs, results."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db.models import Count, F, OuterRef, Q, QuerySet, Subquery
+from django.utils import timezone
+
+from qualitylab.models import (
+    BuildStatus,
+    CaseMode,
+    CaseResult,
+    CaseRun,
+    Collection,
+    CollectionVersion,
+    QualityCase,
+    RunStatus,
+    Suite,
+)
+
+# The columns a list of versions never shows: the spec, the artifact and the big reports.
+_VERSION_HEAVY = ("spec_source", "artifact_compressed", "readiness", "semantic_summary")
+SEVERITIES = ("error", "warning", "info")
+# The metrics the collection page charts, in the order a person reads them.
+CHARTED_METRICS = (
+    ("pass_rate", "pass rate"),
+    ("hit_at_k", "hit@K"),
+    ("top_1", "top-1"),
+    ("selector_accuracy", "selector accuracy"),
+    ("plan_hit_rate", "plan hit rate"),
+    ("execute_success", "execute success"),
+)
+METRICS_RUNS = 30
+
+
+def severity_counts(summary: dict[str, dict[str, int]] | None) -> list[tuple[str, int]]:
+    """A version's readiness summary (codes counted by severity) as (severity, total)."""
+    summary = summary or {}
+    ordered = [s for s in SEVERITIES if s in summary] + sorted(set(summary) - set(SEVERITIES))
+    return [(severity, sum(summary[severity].values())) for severity in ordered]
+
+
+# --- collections ------------------------------------------------------------------------
+
+
+@dataclass
+class CollectionRow:
+    collection: Collection
+    latest_version: CollectionVersion | None
+    last_run: CaseRun | None
+
+    @property
+    def severities(self) -> list[tuple[str, int]]:
+        version = self.collection.current_version
+        return severity_counts(version.readiness_summary if version else None)
+
+
+def collections_overview() -> list[CollectionRow]:
+    """Every collection with its current and newest version, case counts and last run."""
+    newest_version = CollectionVersion.objects.filter(collection=OuterRef("pk")).order_by("-number")
+    last_run = CaseRun.objects.filter(collection=OuterRef("pk"), status=RunStatus.DONE).order_by(
+        "-created_at", "-pk"
+    )
+    collections = list(
+        Collection.objects.select_related("current_version")
+        .defer(*(f"current_version__{name}" for name in _VERSION_HEAVY))
+        .annotate(
+            case_total=Subquery(
+                QualityCase.objects.filter(collection=OuterRef("pk"))
+                .values("collection")
+                .annotate(n=Count("pk"))
+                .values("n")
+            ),
+            case_active=Subquery(
+                QualityCase.objects.filter(collection=OuterRef("pk"), active=True)
+                .values("collection")
+                .annotate(n=Count("pk"))
+                .values("n")
+            ),
+            newest_version_id=Subquery(newest_version.values("pk")[:1]),
+            last_run_id=Subquery(last_run.values("pk")[:1]),
+        )
+    )
+    version_ids = [c.newest_version_id for c in collections if c.newest_version_id]
+    versions = {
+        v.pk: v for v in CollectionVersion.objects.filter(pk__in=version_ids).defer(*_VERSION_HEAVY)
+    }
+    run_ids = [c.last_run_id for c in collections if c.last_run_id]
+    runs = {run.pk: run for run in CaseRun.objects.filter(pk__in=run_ids)}
+    return [
+        CollectionRow(
+            collection=collection,
+            latest_version=versions.get(collection.newest_version_id),
+            last_run=runs.get(collection.last_run_id),
+        )
+        for collection in collections
+    ]
+
+
+def collection_versions(*, collection: Collection, limit: int = 20) -> list[CollectionVersion]:
+    return list(collection.versions.defer(*_VERSION_HEAVY).order_by("-number")[:limit])
+
+
+def versions_in_progress(versions: Iterable[CollectionVersion]) -> bool:
+    return any(v.status in (BuildStatus.QUEUED, BuildStatus.BUILDING) for v in versions)
+
+
+@dataclass
+class ReadinessIssue:
+    code: str
+    severity: str
+    count: int
+    message: str
+    recommendation: str
+    tools: list[str]
+
+
+def readiness_issues(*, version: CollectionVersion | None) -> list[ReadinessIssue]:
+    """The version's readiness issues, one line per (severity, code), worst first."""
+    if version is None:
+        return []
+    grouped: dict[tuple[str, str], ReadinessIssue] = {}
+    for issue in (version.readiness or {}).get("issues") or []:
+        if not isinstance(issue, dict):
+            continue
+        severity = str(issue.get("severity") or "unknown")
+        code = str(issue.get("code") or "unknown")
+        line = grouped.get((severity, code))
+        if line is None:
+            line = grouped[(severity, code)] = ReadinessIssue(
+                code=code,
+                severity=severity,
+                count=0,
+                message=str(issue.get("message") or ""),
+                recommendation=str(issue.get("recommendation") or ""),
+                tools=[],
+            )
+        line.count += 1
+        if issue.get("tool"):
+            line.tools.append(str(issue["tool"]))
+    order = {severity: index for index, severity in enumerate(SEVERITIES)}
+    return sorted(grouped.values(), key=lambda i: (order.get(i.severity, 9), -i.count, i.code))
+
+
+# --- cases and suites ---------------------------------------------------------------------
+
+
+def cases_with_last_result(*, collection: Collection) -> QuerySet[QualityCase]:
+    """The collection's cases, each annotated with its newest result (one query)."""
+    newest = CaseResult.objects.filter(case=OuterRef("pk")).order_by("-run_id", "-repetition")
+    return (
+        collection.cases.all()
+        .annotate(
+            last_result_id=Subquery(newest.values("pk")[:1]),
+            last_passed=Subquery(newest.values("passed")[:1]),
+            last_failure_reason=Subquery(newest.values("failure_reason")[:1]),
+            last_allowed_failure=Subquery(newest.values("allowed_failure")[:1]),
+            last_run_id=Subquery(newest.values("run_id")[:1]),
+        )
+        .order_by("case_id")
+    )
+
+
+def suites_with_counts(*, collection: Collection) -> QuerySet[Suite]:
+    return collection.suites.annotate(case_count=Count("cases")).order_by("name")
+
+
+def collection_runs(*, collection: Collection, limit: int = 10) -> list[CaseRun]:
+    return list(
+        collection.runs.select_related("suite", "started_by", "version")
+        .defer(*(f"version__{name}" for name in _VERSION_HEAVY), "case_ids")
+        .order_by("-created_at", "-pk")[:limit]
+    )
+
+
+@dataclass
+class MetricSeries:
+    key: str
+    label: str
+    points: list[tuple[int, float | None]]  # (run id, value)
+
+    @property
+    def values(self) -> list[float | None]:
+        return [value for _, value in self.points]
+
+    @property
+    def latest(self) -> float | None:
+        for _, value in reversed(self.points):
+            if value is not None:
+                return value
+        return None
+
+    @property
+    def measured(self) -> bool:
+        return any(value is not None for _, value in self.points)
+
+
+def metric_history(*, collection: Collection, runs: int = METRICS_RUNS) -> list[MetricSeries]:
+    """Each charted metric over the collection's last finished runs, oldest first."""
+    recent = list(
+        collection.runs.filter(status=RunStatus.DONE)
+        .order_by("-created_at", "-pk")
+        .values_list("pk", "metrics")[:runs]
+    )
+    recent.reverse()
+    series = []
+    for key, label in CHARTED_METRICS:
+        points = []
+        for run_id, metrics in recent:
+            value = (metrics or {}).get(key)
+            points.append((run_id, float(value) if isinstance(value, (int, float)) else None))
+        series.append(MetricSeries(key=key, label=label, points=points))
+    return series
+
+
+# --- runs ----------------------------------------------------------------------------------
+
+
+def run_for_page(*, run_id: int) -> CaseRun:
+    return (
+        CaseRun.objects.select_related("collection", "suite", "started_by", "version")
+        .defer(*(f"version__{name}" for name in _VERSION_HEAVY))
+        .get(pk=run_id)
+    )
+
+
+@dataclass
+class CaseLine:
+    """One case of a run: its repetitions, and the one whose details represent it."""
+
+    case: QualityCase
+    results: list[CaseResult] = field(default_factory=list)
+    change: str = ""  # regressed | fixed | still_failing | new, against the previous run
+
+    @property
+    def passed_count(self) -> int:
+        return sum(1 for result in self.results if result.passed)
+
+    @property
+    def outcome(self) -> str:
+        passed = self.passed_count
+        if passed == len(self.results):
+            return "passed"
+        return "flaky" if passed else "failed"
+
+    @property
+    def shown(self) -> CaseResult:
+        """The first failed repetition (what needs looking at), else the first."""
+        return next((r for r in self.results if not r.passed), self.results[0])
+
+
+@dataclass
+class RunComparison:
+    previous: CaseRun | None
+    regressed: list[str] = field(default_factory=list)
+    fixed: list[str] = field(default_factory=list)
+    still_failing: list[str] = field(default_factory=list)
+    new: list[str] = field(default_factory=list)
+    unchanged_passing: int = 0
+
+
+@dataclass
+class RunView:
+    run: CaseRun
+    lines: list[CaseLine]
+    comparison: RunComparison
+
+    @property
+    def flaky_count(self) -> int:
+        return sum(1 for line in self.lines if line.outcome == "flaky")
+
+    @property
+    def not_run(self) -> int:
+        return max(self.run.total - self.run.done, 0)
+
+
+def run_results(*, run: CaseRun) -> RunView:
+    """A run's results grouped by case (failures first) and compared with the run before."""
+    results = (
+        run.results.select_related("case")
+        .defer("sections", "case__assertions", "case__provided_entities", "case__cleanup")
+        .annotate(failure_group_id=F("failure_record__group_id"))
+        .order_by("case__case_id", "repetition")
+    )
+    lines: dict[int, CaseLine] = {}
+    for result in results:
+        lines.setdefault(result.case_id, CaseLine(case=result.case)).results.append(result)
+    order = {"failed": 0, "flaky": 1, "passed": 2}
+    ordered = sorted(lines.values(), key=lambda line: (order[line.outcome], line.case.case_id))
+    return RunView(run=run, lines=ordered, comparison=run_comparison(run=run, lines=ordered))
+
+
+def previous_finished_run(*, run: CaseRun) -> CaseRun | None:
+    """The last finished run of the same collection and suite that started before this one."""
+    return (
+        CaseRun.objects.filter(collection_id=run.collection_id, status=RunStatus.DONE)
+        .filter(Q(suite__isnull=True) if run.suite_id is None else Q(suite_id=run.suite_id))
+        .filter(Q(created_at__lt=run.created_at) | Q(created_at=run.created_at, pk__lt=run.pk))
+        .exclude(pk=run.pk)
+        .only("pk", "created_at", "passed", "failed", "done", "status", "collection_id")
+        .order_by("-created_at", "-pk")
+        .first()
+    )
+
+
+def run_comparison(*, run: CaseRun, lines: list[CaseLine]) -> RunComparison:
+    previous = previous_finished_run(run=run)
+    comparison = RunComparison(previous=previous)
+    if previous is None:
+        return comparison
+    before: dict[str, bool] = {}
+    for case_id, passed in previous.results.values_list("case__case_id", "passed"):
+        before[case_id] = before.get(case_id, True) and passed
+    for line in lines:
+        case_id = line.case.case_id
+        passed_now = line.outcome == "passed"
+        if case_id not in before:
+            line.change = "new"
+        elif before[case_id] and not passed_now:
+            line.change = "regressed"
+        elif not before[case_id] and passed_now:
+            line.change = "fixed"
+        elif not passed_now:
+            line.change = "still_failing"
+        else:
+            comparison.unchanged_passing += 1
+            continue
+        getattr(comparison, line.change).append(case_id)
+    return comparison
+
+
+def run_elapsed_seconds(run: CaseRun) -> float | None:
+    if run.started_at is None:
+        return None
+    end = run.finished_at or timezone.now()
+    return max(0.0, (end - run.started_at).total_seconds())
+
+
+def result_for_page(*, result_id: int) -> CaseResult:
+    return (
+        CaseResult.objects.select_related("case", "run", "run__collection")
+        .defer(*(f"run__{name}" for name in ("case_ids", "metrics")))
+        .annotate(failure_group_id=F("failure_record__group_id"))
+        .get(pk=result_id)
+    )
+
+
+# --- a case from a failure group ----------------------------------------------------------
+
+# The stage a failure happened in says which mode reproduces it.
+_MODE_FOR_STAGE = {"retrieve": CaseMode.SEARCH, "select_target": CaseMode.PLAN,
+                   "synthesize": CaseMode.PLAN}  # fmt: skip
+
+
+def mode_for_stage(stage: str) -> str:
+    return str(_MODE_FOR_STAGE.get(stage, CaseMode.EXECUTE))
+
+
+def group_query(*, group: Any, scan: int = 50) -> str:
+    """A user query seen in the group's newest records' evidence, if any carried one."""
+    records = group.records.order_by("-occurred_at").values_list("evidence", "extra")[:scan]
+    for evidence, extra in records:
+        for source in (evidence or {}, extra or {}):
+            query = source.get("query") if isinstance(source, dict) else None
+            if isinstance(query, str) and query.strip():
+                return query.strip()[:2000]
+    return ""

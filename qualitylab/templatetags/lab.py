@@ -1,0 +1,175 @@
+"""Quality Lab's small server-rendered pictures and formatting: rate charts, progress bars."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django import template
+from django.utils.html import format_html
+from django.utils.safestring import SafeString, mark_safe
+
+register = template.Library()
+DASH = "\u2013"  # what a table shows for "not measured"
+
+
+@register.simple_tag
+def rate_chart(
+    points: list[tuple[int, float | None]], label: str = "", width: int = 220, height: int = 56
+) -> SafeString:
+    """A 0-100% line over runs (oldest left); a run that did not measure it leaves a gap."""
+    if not any(value is not None for _, value in points):
+        return mark_safe('<span class="muted small">not measured yet</span>')
+    top, bottom = 4.0, height - 4.0
+    step = (width - 8) / max(len(points) - 1, 1)
+
+    def y(value: float) -> float:
+        return bottom - max(0.0, min(1.0, value)) * (bottom - top)
+
+    segments: list[list[str]] = [[]]
+    dots = []
+    for index, (run_id, value) in enumerate(points):
+        if value is None:
+            if segments[-1]:
+                segments.append([])
+            continue
+        x = 4 + index * step
+        segments[-1].append(f"{x:.1f},{y(value):.1f}")
+        dots.append(
+            f'<circle cx="{x:.1f}" cy="{y(value):.1f}" r="2.2">'
+            f"<title>run {int(run_id)}: {value * 100:.0f}%</title></circle>"
+        )
+    lines = "".join(
+        f'<polyline points="{" ".join(segment)}"></polyline>' for segment in segments if segment
+    )
+    grid = (
+        f'<line class="grid" x1="0" x2="{width}" y1="{top}" y2="{top}"></line>'
+        f'<line class="grid" x1="0" x2="{width}" y1="{bottom}" y2="{bottom}"></line>'
+    )
+    title = format_html("{} over the last {} runs", label or "rate", len(points))
+    return mark_safe(
+        f'<svg class="rate-chart" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img" aria-label="{title}">'
+        f"<title>{title}</title>{grid}{lines}{''.join(dots)}</svg>"
+    )
+
+
+@register.simple_tag
+def progress_bar(done: int, total: int, failed: int = 0, label: str = "") -> SafeString:
+    """A bar of done/total; the failed share of what is done is drawn in its own colour."""
+    total = max(int(total or 0), 0)
+    done = min(max(int(done or 0), 0), total) if total else 0
+    failed = min(max(int(failed or 0), 0), done)
+    done_share = done / total * 100 if total else 0.0
+    failed_share = failed / total * 100 if total else 0.0
+    text = label or f"{done} of {total}"
+    return format_html(
+        '<div class="progress" role="progressbar" aria-valuemin="0" aria-valuemax="{}" '
+        'aria-valuenow="{}" aria-label="{}"><span class="progress-ok" style="width:{}%"></span>'
+        '<span class="progress-failed" style="width:{}%"></span></div>',
+        total,
+        done,
+        text,
+        f"{done_share - failed_share:.1f}",
+        f"{failed_share:.1f}",
+    )
+
+
+@register.simple_tag
+def fraction_bar(fraction: float | None, label: str = "") -> SafeString:
+    """A build's progress (0..1) as a bar."""
+    share = max(0.0, min(1.0, float(fraction or 0.0))) * 100
+    return format_html(
+        '<div class="progress" role="progressbar" aria-valuemin="0" aria-valuemax="100" '
+        'aria-valuenow="{}" aria-label="{}"><span class="progress-ok" style="width:{}%">'
+        "</span></div>",
+        f"{share:.0f}",
+        label or f"{share:.0f}%",
+        f"{share:.1f}",
+    )
+
+
+@register.filter
+def rate(value: Any) -> str:
+    """0.8333 -> "83%"; a rate nobody measured is a dash."""
+    if value is None or value == "":
+        return DASH
+    try:
+        return f"{float(value) * 100:.0f}%"
+    except (TypeError, ValueError):
+        return DASH
+
+
+@register.filter
+def ms(value: Any) -> str:
+    if value is None or value == "":
+        return DASH
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return DASH
+    return f"{number:.0f} ms" if number >= 10 else f"{number:.1f} ms"
+
+
+@register.filter
+def seconds(value: Any) -> str:
+    """Elapsed seconds as "4.2 s", "3 min 05 s"."""
+    if value is None:
+        return DASH
+    total = float(value)
+    if total < 60:
+        return f"{total:.1f} s"
+    minutes, rest = divmod(int(total), 60)
+    if minutes < 60:
+        return f"{minutes} min {rest:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min"
+
+
+@register.filter
+def pretty_json(value: Any) -> str:
+    """Indented JSON for a <pre>; empty for nothing."""
+    if value in (None, {}, [], ""):
+        return ""
+    return json.dumps(value, ensure_ascii=False, indent=1)
+
+
+@register.filter
+def inline_json(value: Any) -> str:
+    """One line of JSON, for values inside a table cell."""
+    if value is None:
+        return DASH
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+
+
+@register.filter
+def nonzero_breakdown(breakdown: Any) -> list[tuple[str, Any]]:
+    """A score breakdown without its zero and false parts: what actually scored."""
+    if not isinstance(breakdown, dict):
+        return []
+    return [(key, value) for key, value in breakdown.items() if value not in (0, 0.0, False, None)]
+
+
+@register.filter
+def outcome_mark(passed: Any) -> SafeString:
+    """An assertion's passed: True, False or None (the stage it reads did not run)."""
+    if passed is True:
+        return mark_safe('<span class="ok">passed</span>')
+    if passed is False:
+        return mark_safe('<span class="bad">failed</span>')
+    return mark_safe(
+        '<span class="muted" title="not evaluated: the stage it reads did not run">not run</span>'
+    )
+
+
+LATENCY_STAGES = ("search", "select", "plan", "execute", "cleanup")
+
+
+@register.filter
+def latency_parts(latency: Any) -> list[tuple[str, Any]]:
+    """The stages a case went through with their milliseconds, in pipeline order."""
+    if not isinstance(latency, dict):
+        return []
+    return [(stage, latency[stage]) for stage in LATENCY_STAGES if latency.get(stage) is not None]

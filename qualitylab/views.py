@@ -1,0 +1,515 @@
+"""Quality Lab pages: collections and their builds, cases and suites, runs and results."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required, permission_required
+from django.db.models import Prefetch
+from django.http import (
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseRedirect,
+)
+from django.shortcuts import get_object_or_404, render
+from django.template.loader import render_to_string
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+from django_htmx.http import HttpResponseStopPolling
+
+from qualitylab import engine, selectors, services
+from qualitylab.forms import (
+    CaseForm,
+    CaseFromGroupForm,
+    CasesImportForm,
+    CollectionCreateForm,
+    RunStartForm,
+    SpecSourceForm,
+    SuiteForm,
+)
+from qualitylab.models import CaseResult, CaseRun, Collection, QualityCase, Suite
+from triage.http import is_partial
+from triage.models import FailureGroup
+
+VIEW_COLLECTION = "qualitylab.view_collection"
+VIEW_RUN = "qualitylab.view_caserun"
+VIEW_RESULT = "qualitylab.view_caseresult"
+ADD_COLLECTION = "qualitylab.add_collection"
+CHANGE_COLLECTION = "qualitylab.change_collection"
+ADD_CASE = "qualitylab.add_qualitycase"
+CHANGE_CASE = "qualitylab.change_qualitycase"
+ADD_SUITE = "qualitylab.add_suite"
+CHANGE_SUITE = "qualitylab.change_suite"
+RUN = "qualitylab.run_quality_lab"
+
+_HEAVY_VERSION_FIELDS = ("current_version__spec_source", "current_version__artifact_compressed")
+
+
+def _collection(name: str) -> Collection:
+    return get_object_or_404(
+        Collection.objects.select_related("current_version").defer(*_HEAVY_VERSION_FIELDS),
+        name=name,
+    )
+
+
+def _back_to(collection: Collection, anchor: str = "") -> HttpResponseRedirect:
+    url = reverse("qualitylab:collection", args=[collection.name])
+    return HttpResponseRedirect(f"{url}#{anchor}" if anchor else url)
+
+
+# --- collections ------------------------------------------------------------------------
+
+
+def _render_home(
+    request: HttpRequest, form: CollectionCreateForm | None = None, status: int = 200
+) -> HttpResponse:
+    can_add = request.user.has_perm(ADD_COLLECTION)
+    context = {
+        "rows": selectors.collections_overview(),
+        "can_add": can_add,
+        "form": (form or CollectionCreateForm()) if can_add else None,
+    }
+    return render(request, "qualitylab/home.html", context, status=status)
+
+
+@login_required
+@permission_required(VIEW_COLLECTION, raise_exception=True)
+def home(request: HttpRequest) -> HttpResponse:
+    return _render_home(request)
+
+
+@require_POST
+@login_required
+@permission_required(ADD_COLLECTION, raise_exception=True)
+def collection_create(request: HttpRequest) -> HttpResponse:
+    form = CollectionCreateForm(request.POST, request.FILES)
+    if not form.is_valid():
+        return _render_home(request, form, status=400)
+    data = form.cleaned_data
+    try:
+        collection, _ = services.collection_create(
+            name=data["name"],
+            title=data["title"],
+            spec_text=data["spec"],
+            base_url=data["base_url"],
+            allowed_hosts=data["allowed_hosts"],
+            auth_profile=form.auth_profile(),
+            mutations_allowed=data["mutations_allowed"],
+            user=request.user,
+        )
+    except engine.SpecError as exc:
+        form.add_spec_error(exc)
+        return _render_home(request, form, status=400)
+    except services.CollectionError as exc:
+        form.add_error("name", str(exc))
+        return _render_home(request, form, status=400)
+    except services.QueueUnavailable as exc:
+        # The collection and its queued version were saved before the queue refused.
+        messages.error(request, str(exc))
+        return _back_to(Collection.objects.get(name=data["name"]))
+    messages.success(request, f"Collection {collection.name} added; its spec is being built.")
+    return _back_to(collection)
+
+
+@login_required
+@permission_required(VIEW_COLLECTION, raise_exception=True)
+def collection_page(request: HttpRequest, name: str) -> HttpResponse:
+    collection = _collection(name)
+    versions = selectors.collection_versions(collection=collection)
+    building = selectors.versions_in_progress(versions)
+    context: dict[str, Any] = {
+        "collection": collection,
+        "version": collection.current_version,
+        "versions": versions,
+        "building": building,
+        "severities": selectors.severity_counts(
+            collection.current_version.readiness_summary if collection.current_version else None
+        ),
+        "issues": selectors.readiness_issues(version=collection.current_version),
+        "can_change_collection": request.user.has_perm(CHANGE_COLLECTION),
+    }
+    if is_partial(request):
+        content = render_to_string("qualitylab/collection.html#build", context, request=request)
+        if building:
+            return HttpResponse(content)
+        response = HttpResponseStopPolling(content)
+        if request.GET.get("first_build") and collection.current_version_id:
+            response["HX-Refresh"] = "true"  # the run form and the cases need a built version
+        return response
+    user = request.user
+    context.update(
+        {
+            "series": selectors.metric_history(collection=collection),
+            "runs": selectors.collection_runs(collection=collection),
+            "cases": selectors.cases_with_last_result(collection=collection),
+            "suites": selectors.suites_with_counts(collection=collection),
+            "run_form": RunStartForm(collection=collection),
+            "can_run": user.has_perm(RUN),
+            "can_add_case": user.has_perm(ADD_CASE),
+            "can_change_case": user.has_perm(CHANGE_CASE),
+            "can_add_suite": user.has_perm(ADD_SUITE),
+            "can_change_suite": user.has_perm(CHANGE_SUITE),
+        }
+    )
+    return render(request, "qualitylab/collection.html", context)
+
+
+@require_POST
+@login_required
+@permission_required(CHANGE_COLLECTION, raise_exception=True)
+def collection_rebuild(request: HttpRequest, name: str) -> HttpResponse:
+    collection = _collection(name)
+    try:
+        version = services.collection_rebuild(collection=collection, user=request.user)
+    except (services.CollectionError, engine.SpecError, services.QueueUnavailable) as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Version {version.number} is queued for building.")
+    return _back_to(collection, "build")
+
+
+@login_required
+@permission_required(CHANGE_COLLECTION, raise_exception=True)
+def collection_spec(request: HttpRequest, name: str) -> HttpResponse:
+    """Upload a new spec: a new version; cases, runs and results stay with the collection."""
+    collection = _collection(name)
+    form = SpecSourceForm(request.POST or None, request.FILES or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            version = services.collection_rebuild(
+                collection=collection, spec_text=form.cleaned_data["spec"], user=request.user
+            )
+        except engine.SpecError as exc:
+            form.add_spec_error(exc)
+        except services.QueueUnavailable as exc:
+            messages.error(request, str(exc))
+            return _back_to(collection, "build")
+        else:
+            messages.success(request, f"Version {version.number} is queued for building.")
+            return _back_to(collection, "build")
+    status = 400 if form.errors else 200
+    context = {"collection": collection, "form": form}
+    return render(request, "qualitylab/spec_form.html", context, status=status)
+
+
+# --- cases --------------------------------------------------------------------------------
+
+
+def _case_saved(request: HttpRequest, case: QualityCase, *, created: bool) -> HttpResponse:
+    verb = "added" if created else "saved"
+    messages.success(request, f"Case {case.case_id} {verb}.")
+    return _back_to(case.collection, "cases")
+
+
+@login_required
+@permission_required(ADD_CASE, raise_exception=True)
+def case_create(request: HttpRequest, name: str) -> HttpResponse:
+    collection = _collection(name)
+    form = CaseForm(request.POST or None, collection=collection)
+    if request.method == "POST" and form.is_valid():
+        case = _save_case(form, collection=collection)
+        if case is not None:
+            return _case_saved(request, case, created=True)
+    return _render_case_form(request, form, collection=collection)
+
+
+@login_required
+@permission_required(CHANGE_CASE, raise_exception=True)
+def case_edit(request: HttpRequest, name: str, case_id: str) -> HttpResponse:
+    collection = _collection(name)
+    case = get_object_or_404(collection.cases, case_id=case_id)
+    form = CaseForm(
+        request.POST or None,
+        collection=collection,
+        initial=CaseForm.initial_for(case),
+        editing=True,
+    )
+    if request.method == "POST" and form.is_valid():
+        saved = _save_case(form, collection=collection)
+        if saved is not None:
+            return _case_saved(request, saved, created=False)
+    return _render_case_form(request, form, collection=collection, case=case)
+
+
+def _save_case(form: CaseForm, *, collection: Collection) -> QualityCase | None:
+    try:
+        return services.case_save(
+            collection=collection, document=form.document(), active=form.cleaned_data["active"]
+        )
+    except engine.CaseSpecError as exc:  # the form checked already; the service has the word
+        form.add_case_error(exc)
+        return None
+
+
+def _render_case_form(
+    request: HttpRequest,
+    form: CaseForm,
+    *,
+    collection: Collection | None,
+    case: QualityCase | None = None,
+    group: FailureGroup | None = None,
+    query_hint: str = "",
+) -> HttpResponse:
+    context = {
+        "form": form,
+        "collection": collection,
+        "case": case,
+        "group": group,
+        "query_hint": query_hint,
+    }
+    status = 400 if form.is_bound and form.errors else 200
+    return render(request, "qualitylab/case_form.html", context, status=status)
+
+
+@require_POST
+@login_required
+@permission_required(CHANGE_CASE, raise_exception=True)
+def case_toggle_active(request: HttpRequest, name: str, case_id: str) -> HttpResponse:
+    collection = _collection(name)
+    case = get_object_or_404(collection.cases, case_id=case_id)
+    try:
+        saved = services.case_save(
+            collection=collection, document=services.case_to_json(case), active=not case.active
+        )
+    except engine.CaseSpecError as exc:
+        messages.error(request, f"Case {case.case_id} is invalid, edit it first: {exc}")
+    else:
+        state = "active again" if saved.active else "deactivated: runs skip it"
+        messages.success(request, f"Case {saved.case_id} is {state}.")
+    return _back_to(collection, "cases")
+
+
+@login_required
+@permission_required(ADD_CASE, raise_exception=True)
+@permission_required(CHANGE_CASE, raise_exception=True)
+def cases_import(request: HttpRequest, name: str) -> HttpResponse:
+    """Import cases; when any is wrong, nothing is written and every error is listed."""
+    collection = _collection(name)
+    form = CasesImportForm(request.POST or None, request.FILES or None)
+    report = None
+    if request.method == "POST" and form.is_valid():
+        report = services.cases_import(
+            collection=collection, documents=form.cleaned_data["cases_file"]
+        )
+        if not report.errors:
+            messages.success(
+                request, f"Imported: {report.created} cases added, {report.updated} updated."
+            )
+            return _back_to(collection, "cases")
+    status = 400 if form.errors or (report and report.errors) else 200
+    context = {"collection": collection, "form": form, "report": report}
+    return render(request, "qualitylab/cases_import.html", context, status=status)
+
+
+@login_required
+@permission_required(VIEW_COLLECTION, raise_exception=True)
+def cases_export(request: HttpRequest, name: str) -> HttpResponse:
+    """Every case of the collection in the documented schema, as a JSON file."""
+    collection = _collection(name)
+    cases = [services.case_to_json(case) for case in collection.cases.order_by("case_id")]
+    response = HttpResponse(
+        json.dumps(cases, ensure_ascii=False, indent=2) + "\n",
+        content_type="application/json; charset=utf-8",
+    )
+    response["Content-Disposition"] = f'attachment; filename="{collection.name}-cases.json"'
+    return response
+
+
+@login_required
+@permission_required(ADD_CASE, raise_exception=True)
+def case_from_group(request: HttpRequest) -> HttpResponse:
+    """A case that protects a failure group: prefilled from the group, linked when saved."""
+    group = _group_or_404(request.GET.get("group") or request.POST.get("group"))
+    form = CaseFromGroupForm(request.POST or None, initial=_prefill(group))
+    if request.method == "POST" and form.is_valid():
+        collection = form.cleaned_data["collection"]
+        case = _save_case(form, collection=collection)
+        if case is not None:
+            # services.case_save takes no failure group yet (see the report); link it here.
+            QualityCase.objects.filter(pk=case.pk).update(failure_group=group)
+            messages.success(request, f"Case {case.case_id} added; it protects this failure group.")
+            return _back_to(collection, "cases")
+    return _render_case_form(
+        request,
+        form,
+        collection=None,
+        group=group,
+        query_hint=""
+        if form["query"].value()
+        else "No record of this group carried the user's query: write one a user would type.",
+    )
+
+
+def _group_or_404(raw: str | None) -> FailureGroup:
+    if not raw or not raw.isascii() or not raw.isdigit() or len(raw) > 18:
+        raise Http404("Choose a failure group")
+    return get_object_or_404(FailureGroup, pk=int(raw))
+
+
+def _prefill(group: FailureGroup) -> dict[str, Any]:
+    tool = group.tool or ""
+    collection = Collection.objects.filter(name=group.collection).only("pk", "name").first()
+    suggested_id = re.sub(r"[^A-Za-z0-9_.:\-]+", "-", f"{group.reason}-{tool}".strip("-"))[:120]
+    initial: dict[str, Any] = {
+        "collection": collection,
+        "case_id": suggested_id.strip("-").lower(),
+        "mode": selectors.mode_for_stage(group.stage),
+        "query": selectors.group_query(group=group),
+        "expected_target": tool,
+        "expected_top_k": 5,
+        "mutation_safety": "read_only",
+        "assertions": json.dumps({"allowed_failure_reasons": [], "selected_target": tool}),
+        "active": True,
+    }
+    if initial["mode"] == "search":
+        # selected_target is a plan-stage assertion: a search case cannot evaluate it.
+        initial["assertions"] = json.dumps(
+            [{"type": "top_k_contains", "tool": tool, "k": 5}] if tool else []
+        )
+    return initial
+
+
+# --- suites -------------------------------------------------------------------------------
+
+
+@login_required
+@permission_required(ADD_SUITE, raise_exception=True)
+def suite_create(request: HttpRequest, name: str) -> HttpResponse:
+    collection = _collection(name)
+    form = SuiteForm(request.POST or None, collection=collection)
+    return _suite_form(request, form, collection=collection, suite=None)
+
+
+@login_required
+@permission_required(CHANGE_SUITE, raise_exception=True)
+def suite_edit(request: HttpRequest, name: str, suite_name: str) -> HttpResponse:
+    collection = _collection(name)
+    suite = get_object_or_404(
+        collection.suites.prefetch_related(
+            Prefetch("cases", queryset=QualityCase.objects.only("pk", "case_id"))
+        ),
+        name=suite_name,
+    )
+    initial = {
+        "name": suite.name,
+        "description": suite.description,
+        "cases": [case.case_id for case in suite.cases.all()],
+    }
+    form = SuiteForm(request.POST or None, collection=collection, initial=initial, editing=True)
+    return _suite_form(request, form, collection=collection, suite=suite)
+
+
+def _suite_form(
+    request: HttpRequest, form: SuiteForm, *, collection: Collection, suite: Suite | None
+) -> HttpResponse:
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        saved = services.suite_save(
+            collection=collection,
+            name=data["name"],
+            description=data["description"],
+            case_ids=[case.case_id for case in data["cases"]],
+        )
+        messages.success(request, f"Suite {saved.name} saved with {len(data['cases'])} cases.")
+        return _back_to(collection, "suites")
+    status = 400 if form.errors else 200
+    context = {"form": form, "collection": collection, "suite": suite}
+    return render(request, "qualitylab/suite_form.html", context, status=status)
+
+
+# --- runs ---------------------------------------------------------------------------------
+
+
+@require_POST
+@login_required
+@permission_required(RUN, raise_exception=True)
+def run_start(request: HttpRequest, name: str) -> HttpResponse:
+    collection = _collection(name)
+    form = RunStartForm(request.POST, collection=collection)
+    if not form.is_valid():
+        errors = "; ".join(
+            f"{field}: {' '.join(str(error) for error in field_errors)}"
+            for field, field_errors in form.errors.items()
+        )
+        messages.error(request, f"The run was not started: {errors}")
+        return _back_to(collection, "run")
+    data = form.cleaned_data
+    try:
+        run = services.run_start(
+            collection=collection,
+            user=request.user,
+            suite=data["suite"],
+            mode=data["mode"],
+            repeat=data["repeat"],
+        )
+    except (services.CollectionError, services.QueueUnavailable) as exc:
+        messages.error(request, str(exc))
+        return _back_to(collection, "run")
+    return HttpResponseRedirect(reverse("qualitylab:run", args=[run.pk]))
+
+
+@login_required
+@permission_required(VIEW_RUN, raise_exception=True)
+def run_page(request: HttpRequest, run_id: int) -> HttpResponse:
+    try:
+        run = selectors.run_for_page(run_id=run_id)
+    except CaseRun.DoesNotExist:
+        raise Http404("No such run") from None
+    context: dict[str, Any] = {
+        "run": run,
+        "elapsed": selectors.run_elapsed_seconds(run),
+        "can_run": request.user.has_perm(RUN),
+    }
+    if is_partial(request):
+        content = render_to_string("qualitylab/run.html#progress", context, request=request)
+        if not run.is_finished:
+            return HttpResponse(content)
+        # Finished: stop polling and load the page again, now with results and comparison.
+        response = HttpResponseStopPolling(content)
+        response["HX-Refresh"] = "true"
+        return response
+    context["view"] = selectors.run_results(run=run)
+    return render(request, "qualitylab/run.html", context)
+
+
+@require_POST
+@login_required
+@permission_required(RUN, raise_exception=True)
+def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = get_object_or_404(CaseRun.objects.only("pk", "status"), pk=run_id)
+    if run.is_finished:
+        messages.error(request, f"Run {run.pk} is already {run.status}.")
+    else:
+        services.run_cancel(run=run)
+        messages.success(request, "Cancel requested: the run stops after the case in progress.")
+    return HttpResponseRedirect(reverse("qualitylab:run", args=[run.pk]))
+
+
+@require_POST
+@login_required
+@permission_required(RUN, raise_exception=True)
+def run_rerun_failed(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = get_object_or_404(CaseRun.objects.select_related("collection"), pk=run_id)
+    try:
+        rerun = services.run_rerun_failed(run=run, user=request.user)
+    except (services.CollectionError, services.QueueUnavailable) as exc:
+        messages.error(request, str(exc))
+        return HttpResponseRedirect(reverse("qualitylab:run", args=[run.pk]))
+    return HttpResponseRedirect(reverse("qualitylab:run", args=[rerun.pk]))
+
+
+@login_required
+@permission_required(VIEW_RESULT, raise_exception=True)
+def result_page(request: HttpRequest, result_id: int) -> HttpResponse:
+    try:
+        result = selectors.result_for_page(result_id=result_id)
+    except CaseResult.DoesNotExist:
+        raise Http404("No such result") from None
+    partial = is_partial(request)
+    context = {"result": result, "sections": result.sections or {}, "inline": partial}
+    template = "qualitylab/result.html#result-detail" if partial else "qualitylab/result.html"
+    return render(request, template, context)

@@ -1,0 +1,219 @@
+"""The review page, the suggestion page, decisions by role, and collection policies."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from learning.models import Decision, Review, Suggestion, SuggestionStatus
+from qualitylab.models import Collection
+from tests.learning.conftest import attempt_item, suggestion
+
+pytestmark = pytest.mark.django_db
+
+HOME = "/learning/"
+
+
+@pytest.fixture
+def queue(ingest_attempts: Any) -> None:
+    """bo-dev: promotable target preference and plan path, a suggested pair, a sensitive pair."""
+    ingest_attempts(attempt_item(), attempt_item())
+    ingest_attempts(attempt_item(query="list coupons", selected_target="listCoupons",
+                                 plan_tools=["listCoupons"]))  # fmt: skip
+    ingest_attempts(
+        attempt_item(query="member points", selected_target="getMemberPoints",
+                     plan_tools=["getMemberPoints"], headers={"Authorization": "Bearer sk-live-1"})
+    )  # fmt: skip
+
+
+def _url(suggestion: Suggestion, action: str) -> str:
+    return f"/learning/suggestions/{suggestion.pk}/{action}"
+
+
+def test_the_review_page_lists_promotable_first(client_as: Any, queue: None) -> None:
+    response = client_as("viewer").get(HOME)
+    assert response.status_code == 200
+    assert response.templates[0].name == "learning/review.html"
+    order = ["promotable", "suggested", "promoted", "rejected"]
+    statuses = [s.status for s in response.context["page"].object_list]
+    assert statuses == sorted(statuses, key=order.index) and statuses[0] == "promotable"
+    content = response.content.decode()
+    assert "getRefundableOrders" in content and "sensitive_evidence" in content
+    assert "sk-live-1" not in content
+    assert "form" not in "".join(content.split('class="decision"')[1:2])  # no decision forms
+    assert 'class="decision"' not in content
+
+
+def test_an_htmx_filter_swaps_only_the_queue(client_as: Any, queue: None) -> None:
+    client = client_as("reviewer")
+    response = client.get(
+        HOME, {"type": "plan_path", "family": "coupons"}, headers={"HX-Request": "true"}
+    )
+    assert response.status_code == 200
+    content = response.content.decode()
+    assert content.lstrip().startswith('<section id="queue">')
+    assert "<html" not in content
+    assert content.count('class="suggestion"') == 1
+    assert "listCoupons" in content and "getRefundableOrders" not in content
+    assert response.headers["HX-Push-Url"] == "/learning/?type=plan_path&family=coupons"
+
+
+@pytest.mark.parametrize(
+    ("params", "expected"),
+    [
+        ({"status": "promotable"}, {"getRefundableOrders"}),
+        ({"collection": "bo-dev", "type": "target_preference", "status": "suggested"},
+         {"listCoupons", "getMemberPoints"}),
+        ({"family": "member"}, {"getMemberPoints"}),
+        ({"collection": "elsewhere"}, set()),  # not a choice: the filter is ignored
+    ],
+)  # fmt: skip
+def test_the_queue_filters(
+    client_as: Any, queue: None, params: dict[str, str], expected: set[str]
+) -> None:
+    response = client_as("viewer").get(HOME, params)
+    targets = {s.target for s in response.context["page"].object_list}
+    if expected:
+        assert targets == expected
+    else:
+        assert len(targets) == 3
+
+
+def test_the_page_stays_cheap(
+    client_as: Any, queue: None, ingest_attempts: Any, django_assert_max_num_queries: Any
+) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    client = client_as("reviewer")
+    client.get(HOME)
+    with CaptureQueriesContext(connection) as few:
+        assert client.get(HOME).status_code == 200
+    ingest_attempts(*(attempt_item(query=f"family {word}", selected_target=f"tool{word}",
+                                   plan_tools=[f"tool{word}"])
+                      for word in ("alpha", "beta", "gamma", "delta")))  # fmt: skip
+    with django_assert_max_num_queries(len(few.captured_queries)):
+        assert client.get(HOME).status_code == 200
+    assert len(few.captured_queries) <= 12
+
+
+def test_the_suggestion_page_shows_its_evidence(client_as: Any, queue: None) -> None:
+    preference = suggestion()
+    response = client_as("viewer").get(f"/learning/suggestions/{preference.pk}/")
+    assert response.status_code == 200
+    content = response.content.decode()
+    for text in (
+        "repeated_success",
+        "find refund-ready orders",
+        "shape_match",
+        "1430 ms",
+        "No shadow comparison yet",
+    ):
+        assert text in content, text  # fmt: skip
+    assert 'class="decision"' not in content
+
+
+@pytest.mark.parametrize(
+    ("role", "allowed"),
+    [("", False), ("viewer", False), ("operator", False), ("reviewer", True), ("admin", True)],
+)
+def test_only_reviewers_and_admins_decide_and_each_decision_leaves_a_history_row(
+    client_as: Any, queue: None, role: str, allowed: bool
+) -> None:
+    client = client_as(role)
+    preference = suggestion()
+    path = suggestion(type="plan_path", target="getRefundableOrders")
+    decisions = [
+        (preference, "approve", {"reason": "wins every run"}, SuggestionStatus.PROMOTED),
+        (path, "reject", {"reason": "unstable_target", "note": "two paths"},
+         SuggestionStatus.REJECTED),
+        (preference, "demote", {"reason": "hides the new endpoint"}, SuggestionStatus.PROMOTABLE),
+    ]  # fmt: skip
+    for row, action, data, status in decisions:
+        response = client.post(_url(row, action), {**data, "next": HOME})
+        row.refresh_from_db()
+        if not allowed:
+            assert response.status_code == 403
+            continue
+        assert response.status_code == 302
+        assert response["Location"] == f"{HOME}#suggestion-{row.pk}"
+        assert row.status == status
+    if not allowed:
+        assert not Review.objects.exists()
+        assert Suggestion.objects.filter(status=SuggestionStatus.PROMOTABLE).count() == 2
+        return
+    history = list(
+        Review.objects.order_by("id").values_list(
+            "decision", "actor__username", "status_before", "status_after"
+        )
+    )
+    user = f"{role}-user"
+    assert history == [
+        (Decision.APPROVE, user, "promotable", "promoted"),
+        (Decision.REJECT, user, "promotable", "rejected"),
+        (Decision.DEMOTE, user, "promoted", "promotable"),
+    ]
+    page = client.get(HOME).content.decode()
+    assert "wins every run" in page and "two paths" in page and "hides the new endpoint" in page
+
+
+def test_a_decision_needs_its_reason(client_as: Any, queue: None) -> None:
+    client = client_as("reviewer")
+    preference = suggestion()
+    response = client.post(_url(preference, "approve"), {"reason": "  "}, follow=True)
+    assert "needs a reason" in response.content.decode()
+    response = client.post(_url(preference, "reject"), {"reason": "operator_rejected"}, follow=True)
+    assert "needs a reason code and a note" in response.content.decode()
+    response = client.post(
+        _url(preference, "reject"), {"reason": "because", "note": "x"}, follow=True
+    )
+    assert "needs a reason code and a note" in response.content.decode()
+    preference.refresh_from_db()
+    assert preference.status == SuggestionStatus.PROMOTABLE and not Review.objects.exists()
+
+
+def test_a_decision_that_no_longer_fits_is_refused(client_as: Any, queue: None) -> None:
+    client = client_as("reviewer")
+    suggested = suggestion(target="listCoupons")
+    response = client.post(_url(suggested, "approve"), {"reason": "looks right"}, follow=True)
+    assert "Only a promotable suggestion can be approved" in response.content.decode()
+    response = client.post(_url(suggested, "demote"), {"reason": "x"}, follow=True)
+    assert "Only a promoted suggestion can be demoted" in response.content.decode()
+    assert not Review.objects.exists()
+
+
+def test_next_only_goes_back_into_the_learning_pages(client_as: Any, queue: None) -> None:
+    preference = suggestion()
+    response = client_as("reviewer").post(
+        _url(preference, "approve"), {"reason": "ok", "next": "https://evil.example/"}
+    )
+    assert (
+        response["Location"] == f"/learning/suggestions/{preference.pk}/#suggestion-{preference.pk}"
+    )
+
+
+def test_operators_change_a_collection_policy_and_viewers_cannot(
+    client_as: Any, queue: None
+) -> None:
+    url = "/learning/collections/bo-dev/policy"
+    data = {"learning_mode": "shadow", "learning_allowed": "on"}
+    assert client_as("viewer").post(url, data).status_code == 403
+    assert client_as("reviewer").post(url, data).status_code == 403
+    response = client_as("operator").post(url, data, follow=True)
+    assert "bo-dev: mode observe -&gt; shadow." in response.content.decode()
+    collection = Collection.objects.get(name="bo-dev")
+    assert (collection.learning_mode, collection.learning_allowed) == ("shadow", True)
+    client_as("operator").post(url, {"learning_mode": "shadow"})
+    collection.refresh_from_db()
+    assert not collection.learning_allowed
+    assert not Suggestion.objects.filter(status=SuggestionStatus.PROMOTABLE).exists()
+
+
+def test_an_empty_queue_says_where_suggestions_come_from(client_as: Any) -> None:
+    content = client_as("viewer").get(HOME).content.decode()
+    assert "No suggestions yet" in content and "learning_attempt" in content
+
+
+def test_people_without_a_role_cannot_read_it(client_as: Any) -> None:
+    assert client_as("").get(HOME).status_code == 403
