@@ -72,11 +72,9 @@ class SpecSourceForm(forms.Form):
         self.add_error(field, f"This is not a usable OpenAPI spec: {error}")
 
 
-class CollectionCreateForm(SpecSourceForm):
-    name = forms.SlugField(
-        max_length=100,
-        help_text="Letters, digits, '-' and '_'. Failure records name the collection this way.",
-    )
+class CollectionSettingsForm(forms.Form):
+    """Where and as whom execute cases call; never a secret, only where it comes from."""
+
     title = forms.CharField(max_length=200, required=False)
     base_url = forms.URLField(
         required=False,
@@ -109,10 +107,18 @@ class CollectionCreateForm(SpecSourceForm):
         label="Allow mutating cases (POST/PUT/PATCH/DELETE with cleanup steps)",
     )
 
-    field_order = [
-        "name", "title", "spec_file", "spec_paste", "base_url", "allowed_hosts",
-        "auth_header", "auth_scheme", "auth_secret_env", "mutations_allowed",
-    ]  # fmt: skip
+    @classmethod
+    def initial_for(cls, collection: Any) -> dict[str, Any]:
+        profile = collection.auth_profile or {}
+        return {
+            "title": collection.title,
+            "base_url": collection.base_url,
+            "allowed_hosts": ", ".join(collection.allowed_hosts or []),
+            "auth_header": (profile.get("header_names") or ["Authorization"])[0],
+            "auth_scheme": profile.get("scheme", "Bearer"),
+            "auth_secret_env": profile.get("secret_env", ""),
+            "mutations_allowed": collection.mutations_allowed,
+        }
 
     def clean_allowed_hosts(self) -> list[str] | None:
         raw = self.cleaned_data.get("allowed_hosts") or ""
@@ -141,7 +147,7 @@ class CollectionCreateForm(SpecSourceForm):
         return value
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        data = super().clean() or {}
         hosts = data.get("allowed_hosts")
         base_url = data.get("base_url") or ""
         if hosts and base_url:
@@ -168,6 +174,18 @@ class CollectionCreateForm(SpecSourceForm):
             "scheme": (data.get("auth_scheme") or "").strip(),
             "secret_env": data["auth_secret_env"],
         }
+
+
+class CollectionCreateForm(CollectionSettingsForm, SpecSourceForm):
+    name = forms.SlugField(
+        max_length=100,
+        help_text="Letters, digits, '-' and '_'. Failure records name the collection this way.",
+    )
+
+    field_order = [
+        "name", "title", "spec_file", "spec_paste", "base_url", "allowed_hosts",
+        "auth_header", "auth_scheme", "auth_secret_env", "mutations_allowed",
+    ]  # fmt: skip
 
 
 class CasesImportForm(forms.Form):

@@ -96,6 +96,28 @@ def collection_rebuild(
         return _new_version(collection=collection, spec_text=spec_text, user=user)
 
 
+def collection_update(
+    *,
+    collection: Collection,
+    title: str,
+    base_url: str,
+    allowed_hosts: list[str],
+    auth_profile: dict[str, Any],
+    mutations_allowed: bool,
+) -> Collection:
+    """Change where and as whom execute cases call. The hosts are never inferred from the
+    spec: calling a host is allowed only when someone said so."""
+    collection.title = title
+    collection.base_url = base_url
+    collection.allowed_hosts = allowed_hosts
+    collection.auth_profile = auth_profile
+    collection.mutations_allowed = mutations_allowed
+    collection.save(
+        update_fields=["title", "base_url", "allowed_hosts", "auth_profile", "mutations_allowed"]
+    )
+    return collection
+
+
 def _host_of(url: str) -> list[str]:
     from urllib.parse import urlsplit
 
@@ -112,10 +134,18 @@ def _new_version(*, collection: Collection, spec_text: str, user: Any) -> Collec
         spec_sha256=hashlib.sha256(spec_text.encode()).hexdigest(),
         created_by=user,
     )
+    transaction.on_commit(lambda: _enqueue_build(version.pk))
+    return version
+
+
+def _enqueue_build(version_id: int) -> None:
     from qualitylab.tasks import build_collection_version
 
-    transaction.on_commit(lambda: _send(build_collection_version, version_id=version.pk))
-    return version
+    try:
+        _send(build_collection_version, version_id=version_id)
+    except QueueUnavailable:
+        _version_failed(version_id, "The task queue was unreachable; rebuild when it is back.")
+        raise
 
 
 def _send(task: Any, **kwargs: Any) -> None:
@@ -261,12 +291,20 @@ def cases_import(*, collection: Collection, documents: list[Any]) -> ImportRepor
 
 
 def case_save(
-    *, collection: Collection, document: dict[str, Any], active: bool = True
+    *,
+    collection: Collection,
+    document: dict[str, Any],
+    active: bool = True,
+    failure_group: Any = None,
 ) -> QualityCase:
-    """Create or edit one case from the form (validated like an import)."""
+    """Create or edit one case from the form (validated like an import); a case made from a
+    failure group is linked to the group it protects."""
     spec = engine.CaseSpec.from_json(document)
+    values = _case_values(spec, active=active)
+    if failure_group is not None:
+        values["failure_group"] = failure_group
     case, _ = QualityCase.objects.update_or_create(
-        collection=collection, case_id=spec.id, defaults=_case_values(spec, active=active)
+        collection=collection, case_id=spec.id, defaults=values
     )
     return case
 

@@ -18,6 +18,7 @@ urlpatterns: list[URLPattern] = [
     path("<slug:name>/", views.collection_page, name="collection"),
     path("<slug:name>/rebuild", views.collection_rebuild, name="collection-rebuild"),
     path("<slug:name>/spec", views.collection_spec, name="collection-spec"),
+    path("<slug:name>/settings", views.collection_settings, name="collection-settings"),
     path("<slug:name>/runs/start", views.run_start, name="run-start"),
     path("<slug:name>/cases/new", views.case_create, name="case-create"),
     path("<slug:name>/cases/import", views.cases_import, name="cases-import"),

@@ -27,6 +27,7 @@ from qualitylab.forms import (
     CaseFromGroupForm,
     CasesImportForm,
     CollectionCreateForm,
+    CollectionSettingsForm,
     RunStartForm,
     SpecSourceForm,
     SuiteForm,
@@ -196,6 +197,31 @@ def collection_spec(request: HttpRequest, name: str) -> HttpResponse:
     return render(request, "qualitylab/spec_form.html", context, status=status)
 
 
+@login_required
+@permission_required(CHANGE_COLLECTION, raise_exception=True)
+def collection_settings(request: HttpRequest, name: str) -> HttpResponse:
+    """Base URL, allowed hosts, auth profile and whether mutating cases may run."""
+    collection = _collection(name)
+    form = CollectionSettingsForm(
+        request.POST or None, initial=CollectionSettingsForm.initial_for(collection)
+    )
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        services.collection_update(
+            collection=collection,
+            title=data["title"],
+            base_url=data["base_url"],
+            allowed_hosts=data["allowed_hosts"] or [],
+            auth_profile=form.auth_profile(),
+            mutations_allowed=data["mutations_allowed"],
+        )
+        messages.success(request, f"Settings of {collection.name} saved.")
+        return _back_to(collection)
+    status = 400 if form.errors else 200
+    context = {"collection": collection, "form": form}
+    return render(request, "qualitylab/settings_form.html", context, status=status)
+
+
 # --- cases --------------------------------------------------------------------------------
 
 
@@ -235,10 +261,15 @@ def case_edit(request: HttpRequest, name: str, case_id: str) -> HttpResponse:
     return _render_case_form(request, form, collection=collection, case=case)
 
 
-def _save_case(form: CaseForm, *, collection: Collection) -> QualityCase | None:
+def _save_case(
+    form: CaseForm, *, collection: Collection, group: FailureGroup | None = None
+) -> QualityCase | None:
     try:
         return services.case_save(
-            collection=collection, document=form.document(), active=form.cleaned_data["active"]
+            collection=collection,
+            document=form.document(),
+            active=form.cleaned_data["active"],
+            failure_group=group,
         )
     except engine.CaseSpecError as exc:  # the form checked already; the service has the word
         form.add_case_error(exc)
@@ -327,10 +358,8 @@ def case_from_group(request: HttpRequest) -> HttpResponse:
     form = CaseFromGroupForm(request.POST or None, initial=_prefill(group))
     if request.method == "POST" and form.is_valid():
         collection = form.cleaned_data["collection"]
-        case = _save_case(form, collection=collection)
+        case = _save_case(form, collection=collection, group=group)
         if case is not None:
-            # services.case_save takes no failure group yet (see the report); link it here.
-            QualityCase.objects.filter(pk=case.pk).update(failure_group=group)
             messages.success(request, f"Case {case.case_id} added; it protects this failure group.")
             return _back_to(collection, "cases")
     return _render_case_form(

@@ -966,3 +966,35 @@ def test_the_pages_need_the_same_few_queries_for_few_or_many_rows(
         assert viewer.get(f"/qualitylab/results/{result.pk}/").status_code == 200
     if many:
         assert len(response.context["view"].lines) == 33
+
+
+def test_an_operator_edits_where_execute_cases_call(
+    client_as: Callable[..., Client], shop: Collection
+) -> None:
+    url = f"/qualitylab/{shop.name}/settings"
+    assert client_as("viewer").get(url).status_code == 403
+    client = client_as("operator")
+    assert client.get(url).status_code == 200
+    bad = client.post(url, {"base_url": "http://127.0.0.1:8090", "allowed_hosts": "example.com"})
+    assert bad.status_code == 400 and "is not in the list" in bad.content.decode()
+    response = client.post(
+        url,
+        {
+            "title": "Shop",
+            "base_url": "http://127.0.0.1:8090",
+            "allowed_hosts": "127.0.0.1:8090",
+            "auth_header": "Authorization",
+            "auth_scheme": "Bearer",
+            "auth_secret_env": "SHOP_API_TOKEN",
+        },
+    )
+    assert response.status_code == 302
+    shop.refresh_from_db()
+    assert shop.allowed_hosts == ["127.0.0.1:8090"]
+    assert shop.auth_profile == {
+        "header_names": ["Authorization"],
+        "scheme": "Bearer",
+        "secret_env": "SHOP_API_TOKEN",
+    }
+    refused = client.post(url, {"auth_header": "Authorization", "auth_secret_env": "sk-live 123"})
+    assert refused.status_code == 400 and "not the secret itself" in refused.content.decode()
