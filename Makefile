@@ -46,6 +46,7 @@ pytest:
 
 bench: install
 	$(PY) bench/ingest.py
+	$(PY) bench/qualitylab.py
 
 clean:
 	rm -rf var/celery var/test-artifacts

@@ -202,7 +202,7 @@ if REDIS_URL:
         "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT_SECONDS", 3600, minimum=1)
     }
 else:
-    CELERY_BROKER_URL = "filesystem://"
+    CELERY_BROKER_URL = "filesystem://localhost/"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(CELERY_FILESYSTEM_DIR / "queue"),
         "data_folder_out": str(CELERY_FILESYSTEM_DIR / "queue"),
@@ -210,6 +210,15 @@ else:
         "control_folder": str(CELERY_FILESYSTEM_DIR / "control"),
         "store_processed": False,
     }
+CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_TASK_DEFAULT_QUEUE", "celery")
+CELERY_BEAT_SCHEDULE = {
+    "requeue-stale-quality-lab-runs": {
+        "task": "qualitylab.tasks.requeue_stale_runs",
+        "schedule": 60.0,
+    },
+    "unmute-expired-groups": {"task": "triage.tasks.unmute_expired_groups", "schedule": 60.0},
+}
+CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 CELERY_BROKER_CONNECTION_TIMEOUT = env_float("CELERY_BROKER_CONNECTION_TIMEOUT", 3.0)
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True

@@ -13,7 +13,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import F, Field, Max
+from django.db.models import F, Field, Max, Q
 from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
 
@@ -459,8 +459,8 @@ def run_execute(
             if (case_pk, repetition) in done:
                 continue
             if CaseRun.objects.filter(pk=run_id, cancel_requested=True).exists():
-                learning_services.quality_lab_run_record(run=run)
                 _finish_run(run, status=RunStatus.CANCELLED)
+                learning_services.quality_lab_run_record(run=run)
                 return run
             result = _run_one(
                 run=run,
@@ -472,10 +472,30 @@ def run_execute(
             )
             if result is not None and on_case is not None:
                 on_case(result)
-    # One learning attempt per executed case, and the shadow evidence (idempotent).
-    learning_services.quality_lab_run_record(run=run)
+    # The run is done for whoever waits on it; then one learning attempt per executed case
+    # and the shadow evidence (idempotent, so a redelivery cannot double them).
     _finish_run(run, status=RunStatus.DONE)
+    learning_services.quality_lab_run_record(run=run)
     return run
+
+
+def runs_requeue_stale(*, now: Any = None) -> list[int]:
+    """Send again the runs nobody works on: running with a silent worker (it died), or
+    queued for longer than the stale window (the message was lost). Claiming is
+    conditional, so a run that is in fact alive ignores the extra message."""
+    now = now or timezone.now()
+    stale = now - timedelta(seconds=settings.QUALITYLAB_STALE_RUN_SECONDS)
+    run_ids = list(
+        CaseRun.objects.filter(
+            Q(status=RunStatus.RUNNING, heartbeat_at__lt=stale)
+            | Q(status=RunStatus.QUEUED, created_at__lt=stale)
+        ).values_list("pk", flat=True)
+    )
+    from qualitylab.tasks import execute_case_run
+
+    for run_id in run_ids:
+        _send(execute_case_run, run_id=run_id)
+    return run_ids
 
 
 def _run_one(

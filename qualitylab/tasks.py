@@ -15,3 +15,9 @@ def build_collection_version(*, version_id: int) -> None:
 @shared_task(acks_late=True, reject_on_worker_lost=True)
 def execute_case_run(*, run_id: int) -> None:
     services.run_execute(run_id=run_id)
+
+
+@shared_task
+def requeue_stale_runs() -> None:
+    """Beat: runs whose worker died or whose message was lost are sent again."""
+    services.runs_requeue_stale()

@@ -319,6 +319,37 @@ def demo_items(*, now: datetime, seed: int = 7, failures: int = 600) -> Iterator
 
     yield from _runner_events(now=now, rng=rng)
     yield from _receipts_and_audit(now=now)
+    yield from _learning_attempts(now=now)
+
+
+def _learning_attempts(*, now: datetime) -> Iterator[dict[str, Any]]:
+    """A runtime's trace-learning records: repeated successes make a suggestion; one
+    attempt carries an email, so its suggestion is marked as sensitive evidence."""
+    attempts = [
+        ("주문 상세를 보여줘", "getOrderDetail", "listOrders", True, None),
+        ("주문 상세를 보여줘", "getOrderDetail", "listOrders", True, None),
+        ("주문 상세를 보여줘", "getOrderDetail", None, True, None),
+        ("배송 어디까지 왔어", "trackShipment", "getDeliveryStatus", True, None),
+        ("배송 어디까지 왔어", "trackShipment", None, False, "http_5xx"),
+        ("배송 어디까지 왔어", "trackShipment", None, False, "timeout"),
+        ("배송 어디까지 왔어", "trackShipment", None, False, "http_5xx"),
+        ("refund for kim.minji@example.com", "requestRefund", None, True, None),
+        ("refund for kim.minji@example.com", "requestRefund", None, True, None),
+    ]
+    for number, (query, target, llm_target, success, reason) in enumerate(attempts):
+        body: dict[str, Any] = {
+            "query": query,
+            "collection": "shop-orders",
+            "selected_target": target,
+            "llm_target": llm_target,
+            "plan_tools": [target],
+            "success": success,
+            "failure_reason": reason,
+            "latency_ms": 180 + number * 7,
+            "session_id": f"sess-demo-{number % 3}",
+            "created_at": (now - timedelta(hours=number + 1)).isoformat(),
+        }
+        yield {"type": "learning_attempt", "id": f"demo-attempt-{number}", "body": body}
 
 
 def _runner_events(*, now: datetime, rng: random.Random) -> Iterator[dict[str, Any]]:

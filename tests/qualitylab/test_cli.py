@@ -111,14 +111,32 @@ def test_import_collection_stores_its_settings_and_queues_a_build(spec_file: Pat
 
 @pytest.mark.django_db
 def test_import_collection_twice_rebuilds_the_same_collection(spec_file: Path) -> None:
-    qualitylab("import-collection", "shop", str(spec_file))
-    out, err = qualitylab(
-        "import-collection", "shop", str(spec_file), "--base-url", "http://x.test"
+    qualitylab("import-collection", "shop", str(spec_file), "--base-url", "http://a.test")
+    out, _ = qualitylab("import-collection", "shop", str(spec_file))
+    assert out.strip() == (
+        "Collection shop exists: rebuilding it as version 2 "
+        "(its cases, suites and runs stay attached)."
     )
-    assert "Collection shop exists: rebuilding it as version 2" in out
-    assert "keeps its settings" in err
     assert Collection.objects.count() == 1
-    assert list(Collection.objects.get().versions.values_list("number", flat=True)) == [2, 1]
+    collection = Collection.objects.get()
+    assert list(collection.versions.values_list("number", flat=True)) == [2, 1]
+    assert collection.base_url == "http://a.test" and collection.allowed_hosts == ["a.test"]
+
+
+@pytest.mark.django_db
+def test_import_collection_again_with_options_updates_only_those(spec_file: Path) -> None:
+    qualitylab("import-collection", "shop", str(spec_file), "--base-url", "http://a.test")
+    out, _ = qualitylab(
+        "import-collection", "shop", str(spec_file),
+        "--base-url", "http://b.test", "--allowed-host", "b.test", "--allow-mutations",
+    )  # fmt: skip
+    assert "updated its base URL, allowed hosts, mutation policy." in out
+    collection = Collection.objects.get()
+    assert collection.base_url == "http://b.test"
+    assert collection.allowed_hosts == ["b.test"]
+    assert collection.mutations_allowed and collection.auth_profile == {}
+    qualitylab("import-collection", "shop", str(spec_file), "--no-allow-mutations")
+    assert not Collection.objects.get().mutations_allowed
 
 
 @pytest.mark.django_db

@@ -6,6 +6,7 @@ from typing import Any
 from unittest import mock
 
 import pytest
+from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
 
 from qualitylab import demo, services
@@ -155,3 +156,17 @@ def test_a_spec_that_is_not_openapi_is_refused_before_anything_is_stored(db: Any
     with pytest.raises(services.engine.SpecError):
         services.collection_create(name="bad", spec_text="openapi: [unclosed")
     assert not QualityCase.objects.exists()
+
+
+def test_stale_runs_are_sent_again(shop: Any) -> None:
+    with mock.patch("qualitylab.tasks.execute_case_run.apply_async"):
+        lost = services.run_start(collection=shop, mode="search")
+        dead = services.run_start(collection=shop, mode="plan")
+        alive = services.run_start(collection=shop, mode="execute")
+    CaseRun.objects.filter(pk=lost.pk).update(created_at="2000-01-01T00:00:00Z")
+    CaseRun.objects.filter(pk=dead.pk).update(status="running", heartbeat_at="2000-01-01T00:00:00Z")
+    CaseRun.objects.filter(pk=alive.pk).update(status="running", heartbeat_at=timezone.now())
+    with mock.patch("qualitylab.tasks.execute_case_run.apply_async") as send:
+        requeued = services.runs_requeue_stale()
+    assert sorted(requeued) == sorted([lost.pk, dead.pk])
+    assert send.call_count == 2

@@ -14,7 +14,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from argparse import ArgumentParser, ArgumentTypeError, RawDescriptionHelpFormatter
+from argparse import (
+    ArgumentParser,
+    ArgumentTypeError,
+    BooleanOptionalAction,
+    RawDescriptionHelpFormatter,
+)
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -57,7 +62,9 @@ for them as a CI gate.
 
   qualitylab import-collection NAME SPEC [--base-url URL] [--allowed-host H ...]
       [--auth-header Authorization --auth-scheme Bearer --auth-secret-env VAR]
-      [--allow-mutations] [--wait]
+      [--allow-mutations | --no-allow-mutations] [--wait]
+      (when NAME exists: builds a new version of it, and the options given change its
+      settings; its cases, suites and runs stay)
   qualitylab import-cases NAME CASES.json
   qualitylab run NAME [--suite S] [--mode M] [--repeat N] [--wait] [--json OUT]
       [--fail-under RATE]
@@ -117,7 +124,12 @@ class Command(BaseCommand):
             metavar="VAR",
             help="the environment variable holding the secret (never the secret itself)",
         )
-        collection.add_argument("--allow-mutations", action="store_true")
+        collection.add_argument(
+            "--allow-mutations",
+            action=BooleanOptionalAction,
+            default=None,
+            help="whether execute cases may run POST/PUT/PATCH/DELETE plans (default: no)",
+        )
         self._add_wait_arguments(collection, what="the build")
 
         cases = commands.add_parser(
@@ -129,16 +141,25 @@ class Command(BaseCommand):
 
         run = commands.add_parser("run", help="Queue a run of the active cases; --wait for it.")
         run.add_argument("name", metavar="NAME")
-        run.add_argument("--suite", default="")
-        run.add_argument("--mode", default="", choices=[mode.value for mode in CaseMode])
+        run.add_argument("--suite", default="", help="only the cases of this suite")
+        run.add_argument(
+            "--mode", default="", choices=[mode.value for mode in CaseMode], help="only these"
+        )
         run.add_argument("--repeat", type=int, default=1, help="each case 1 to 50 times")
-        run.add_argument("--json", type=Path, default=None, metavar="OUT", dest="json_out")
+        run.add_argument(
+            "--json",
+            type=Path,
+            default=None,
+            metavar="OUT",
+            dest="json_out",
+            help="write the summary, metrics and per-case results there (implies --wait)",
+        )
         run.add_argument(
             "--fail-under",
             type=_rate,
             default=None,
             metavar="RATE",
-            help="exit 1 when the pass rate (0..1) is under RATE",
+            help="exit 1 when the pass rate (0..1) is under RATE (implies --wait)",
         )
         self._add_wait_arguments(run, what="the run")
 
@@ -196,20 +217,19 @@ class Command(BaseCommand):
                     base_url=base_url,
                     allowed_hosts=options["allowed_hosts"],
                     auth_profile=_auth_profile(options),
-                    mutations_allowed=options["allow_mutations"],
+                    mutations_allowed=bool(options["allow_mutations"]),
                 )
                 self.stdout.write(f"Created collection {name}; version {version.number} queued.")
             else:
+                values, changed = _updated_settings(collection, options)
+                if changed:
+                    services.collection_update(collection=collection, **values)
                 version = services.collection_rebuild(collection=collection, spec_text=spec_text)
                 self.stdout.write(
                     f"Collection {name} exists: rebuilding it as version {version.number} "
-                    "(its cases, suites and runs stay attached)."
+                    "(its cases, suites and runs stay attached)"
+                    + (f"; updated its {', '.join(changed)}." if changed else ".")
                 )
-                if _settings_given(options):
-                    self.stderr.write(
-                        "Note: --base-url, --allowed-host, --auth-* and --allow-mutations "
-                        f"apply to new collections; {name} keeps its settings."
-                    )
         except engine.SpecError as exc:
             raise CommandError(f"{spec_path}: {exc}") from None
         except services.CollectionError as exc:
@@ -400,14 +420,38 @@ def _auth_profile(options: dict[str, Any]) -> dict[str, Any] | None:
     return profile
 
 
-def _settings_given(options: dict[str, Any]) -> bool:
-    return bool(
-        options["base_url"]
-        or options["allowed_hosts"]
-        or _auth_profile(options)
-        or options["allow_mutations"]
-        or options["title"]
-    )
+def _updated_settings(
+    collection: Collection, options: dict[str, Any]
+) -> tuple[dict[str, Any], list[str]]:
+    """An existing collection's call settings with the options given on top (hosts are
+    never inferred for an existing collection), and the names of those that change."""
+    current: dict[str, Any] = {
+        "title": collection.title,
+        "base_url": collection.base_url,
+        "allowed_hosts": list(collection.allowed_hosts or []),
+        "auth_profile": dict(collection.auth_profile or {}),
+        "mutations_allowed": collection.mutations_allowed,
+    }
+    values = dict(current)
+    if options["title"]:
+        values["title"] = options["title"]
+    if options["base_url"]:
+        values["base_url"] = options["base_url"]
+    if options["allowed_hosts"] is not None:
+        values["allowed_hosts"] = options["allowed_hosts"]
+    profile = _auth_profile(options)
+    if profile is not None:
+        values["auth_profile"] = profile
+    if options["allow_mutations"] is not None:
+        values["mutations_allowed"] = options["allow_mutations"]
+    labels = {
+        "title": "title",
+        "base_url": "base URL",
+        "allowed_hosts": "allowed hosts",
+        "auth_profile": "auth profile",
+        "mutations_allowed": "mutation policy",
+    }
+    return values, [labels[key] for key in values if values[key] != current[key]]
 
 
 def _duplicate_ids(documents: list[Any]) -> list[str]:
@@ -624,6 +668,10 @@ def _wait(
                     returncode=EXIT_INFRASTRUCTURE,
                 )
             time.sleep(POLL_SECONDS)
+    except KeyboardInterrupt:
+        raise CommandError(
+            "Stopped waiting; the job goes on when a worker takes it.", returncode=130
+        ) from None
     finally:
         if tty:
             out.write("")

@@ -22,14 +22,21 @@ from django.utils import timezone
 from qualitylab import demo as quality_demo
 from qualitylab import services as quality_services
 from qualitylab.management.commands.qualitylab import run_path, wait_for_build, wait_for_run
-from qualitylab.models import BuildStatus, CaseRun, Collection, RunStatus
+from qualitylab.models import BuildStatus, CaseRun, Collection, LearningMode, RunStatus
 from qualitylab.sandbox import DEMO_TOKEN
 from triage.demo_data import demo_items
 from triage.models import ApiKey, IngestItem
+from triage.roles import ensure_role_group
 from triage.services import api_key_create
 
 DEMO_OWNER = "demo-runtime"
 DEMO_ADMIN = ("admin", "triage-demo-admin")
+# One login per role (demo only; the passwords are printed on start).
+DEMO_ROLE_USERS = {
+    "viewer": ("viewer", "triage-demo-viewer"),
+    "operator": ("operator", "triage-demo-operator"),
+    "reviewer": ("reviewer", "triage-demo-reviewer"),
+}
 
 # Quality Lab: the demo collection calls the sandbox; its token reaches the worker only,
 # through the environment variable the collection's auth profile names.
@@ -122,6 +129,12 @@ class Command(BaseCommand):
         user.is_staff = user.is_superuser = True
         user.set_password(password)
         user.save()
+        user.groups.add(ensure_role_group("admin"))
+        for role, (username, password) in DEMO_ROLE_USERS.items():
+            person, _ = get_user_model().objects.get_or_create(username=username)
+            person.set_password(password)
+            person.save()
+            person.groups.add(ensure_role_group(role))
 
     def _start_web(self, port: int) -> subprocess.Popen[bytes]:
         return subprocess.Popen(
@@ -142,7 +155,8 @@ class Command(BaseCommand):
             DEMO_EXPIRED_TOKEN_ENV: quality_demo.EXPIRED_TOKEN,
         }
         return subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "config", "worker",
+            # -B: the periodic tasks (stale runs, expired mutes) run inside this worker.
+            [sys.executable, "-m", "celery", "--quiet", "-A", "config", "worker", "-B",
              "--loglevel", "WARNING", "--concurrency", "2"],
             env=env,
         )  # fmt: skip
@@ -191,16 +205,25 @@ class Command(BaseCommand):
                 # themselves.
                 mutations_allowed=True,
             )
+            # Shadow mode: runs also rank with the learned suggestions, for the review page.
+            collection.learning_mode = LearningMode.SHADOW
+            collection.save(update_fields=["learning_mode"])
             self.stdout.write(f"Imported the Quality Lab collection {DEMO_COLLECTION}.")
         else:
             self.stdout.write(
                 f"Quality Lab collection {DEMO_COLLECTION} already there; keeping it."
             )
             if collection.base_url != sandbox_url:
-                self.stderr.write(
-                    f"Note: {DEMO_COLLECTION} calls {collection.base_url}, but the sandbox "
-                    f"listens on {sandbox_url}: its execute cases will fail to connect."
+                # The sandbox moved (DEMO_SANDBOX_PORT): point the collection at it.
+                quality_services.collection_update(
+                    collection=collection,
+                    title=collection.title,
+                    base_url=sandbox_url,
+                    allowed_hosts=["127.0.0.1"],
+                    auth_profile=collection.auth_profile,
+                    mutations_allowed=collection.mutations_allowed,
                 )
+                self.stdout.write(f"Pointed {DEMO_COLLECTION} at the sandbox on {sandbox_url}.")
             current = collection.current_version
             if current is None or current.status != BuildStatus.READY:
                 building = quality_services.collection_rebuild(collection=collection)
@@ -236,9 +259,10 @@ class Command(BaseCommand):
                 f"Built {DEMO_COLLECTION} v{version.number}: {version.operation_count} operations."
             )
             collection.refresh_from_db()
+        # The plan suite twice: repeated successes are what learning suggestions need.
         runs = [
             quality_services.run_start(collection=collection, suite=suite, channel="cli")
-            for suite in suites
+            for suite in [*suites, *(suite for suite in suites if suite.name == "plan")]
         ]
         self.stdout.write("Running the search, plan and execute suites through the worker.")
         finished = []
@@ -310,7 +334,12 @@ class Command(BaseCommand):
         self._print_runs(base_url, runs)
         self.stdout.write(
             self.style.SUCCESS(f"\nTriage Desk is running at {base_url}/\n")
-            + f"  admin login:  {username} / {password}   ({base_url}/admin/)\n"
+            + f"  logins:       {username} / {password} (admin)"
+            + "".join(
+                f", {user} / {secret} ({role})" for role, (user, secret) in DEMO_ROLE_USERS.items()
+            )
+            + "\n"
+            + f"  learning:     {base_url}/learning/\n"
             + f"  Quality Lab:  {base_url}/qualitylab/{DEMO_COLLECTION}/\n"
             + f"  its failures: {base_url}/?source=quality_lab&collection={DEMO_COLLECTION}\n"
             + f"  API docs:     {base_url}/api/docs/\n"
