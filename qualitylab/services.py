@@ -12,8 +12,8 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
-from django.db.models import F, Field, Max, Q
+from django.db import transaction
+from django.db.models import Count, Field, Max, Q
 from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
 
@@ -451,6 +451,7 @@ def run_execute(
     shadow = learning_services.shadow_reranker(collection=run.collection)
     done = set(run.results.values_list("case_id", "repetition"))
     cases = {case.pk: case for case in QualityCase.objects.filter(pk__in=run.case_ids)}
+    writer = _ResultWriter(run, on_case=on_case)
     for case_pk in run.case_ids:
         case = cases.get(case_pk)
         if case is None:
@@ -458,20 +459,15 @@ def run_execute(
         for repetition in range(1, run.repeat + 1):
             if (case_pk, repetition) in done:
                 continue
-            if CaseRun.objects.filter(pk=run_id, cancel_requested=True).exists():
-                _finish_run(run, status=RunStatus.CANCELLED)
-                learning_services.quality_lab_run_record(run=run)
-                return run
-            result = _run_one(
-                run=run,
-                case=case,
-                repetition=repetition,
-                loaded=loaded,
-                context=context,
-                shadow=shadow,
-            )
-            if result is not None and on_case is not None:
-                on_case(result)
+            if writer.due():
+                writer.flush()
+                if CaseRun.objects.filter(pk=run_id, cancel_requested=True).exists():
+                    _finish_run(run, status=RunStatus.CANCELLED)
+                    learning_services.quality_lab_run_record(run=run)
+                    return run
+            outcome = _case_outcome(case, loaded=loaded, context=context, shadow=shadow)
+            writer.add(case=case, repetition=repetition, outcome=outcome)
+    writer.flush()
     # The run is done for whoever waits on it; then one learning attempt per executed case
     # and the shadow evidence (idempotent, so a redelivery cannot double them).
     _finish_run(run, status=RunStatus.DONE)
@@ -498,10 +494,13 @@ def runs_requeue_stale(*, now: Any = None) -> list[int]:
     return run_ids
 
 
-def _run_one(
-    *, run: CaseRun, case: QualityCase, repetition: int, loaded: engine.LoadedCollection,
-    context: engine.ExecutionContext | None, shadow: engine.Rerank | None = None,
-) -> CaseResult | None:  # fmt: skip
+def _case_outcome(
+    case: QualityCase,
+    *,
+    loaded: engine.LoadedCollection,
+    context: engine.ExecutionContext | None,
+    shadow: engine.Rerank | None,
+) -> engine.CaseOutcome:
     try:
         spec = case_spec(case)
     except engine.CaseSpecError as exc:
@@ -509,63 +508,114 @@ def _run_one(
         outcome.failure = engine.failure_record(
             "service", "uncaught_server_error", f"case is invalid: {exc}"
         )
-    else:
-        outcome = engine.run_case(loaded, spec, execution=context, shadow=shadow)
-    sections = outcome.to_dict()
-    failure = outcome.failure or {}
-    try:
+        return outcome
+    return engine.run_case(loaded, spec, execution=context, shadow=shadow)
+
+
+class _ResultWriter:
+    """Keeps a run's results in memory and writes them in batches (every 50 cases or half a
+    second): one INSERT, one exact recount of the run's counters and one ingest of the
+    failed cases per batch instead of several statements per case. A killed worker loses
+    at most the batch in memory, which the next delivery runs again; results stay unique
+    per (run, case, repetition), so nothing is stored twice."""
+
+    SIZE = 50
+    SECONDS = 0.5
+
+    def __init__(self, run: CaseRun, *, on_case: Callable[[CaseResult], None] | None) -> None:
+        self.run = run
+        self.on_case = on_case
+        self.pending: list[tuple[CaseResult, dict[str, Any] | None]] = []
+        self.flushed_at = time.monotonic()
+
+    def add(self, *, case: QualityCase, repetition: int, outcome: engine.CaseOutcome) -> None:
+        failure = outcome.failure or {}
+        result = CaseResult(
+            run=self.run,
+            case=case,
+            repetition=repetition,
+            passed=outcome.passed,
+            failure_stage=failure.get("stage") or "",
+            failure_reason=failure.get("reason") or "",
+            allowed_failure=outcome.failure_allowed,
+            sections=outcome.to_dict(),
+            latency_ms={k: v for k, v in outcome.latency_ms.items() if v is not None},
+        )
+        recorded = failure if failure and not outcome.failure_allowed else None
+        self.pending.append((result, recorded))
+
+    def due(self) -> bool:
+        return len(self.pending) >= self.SIZE or (
+            bool(self.pending) and time.monotonic() - self.flushed_at >= self.SECONDS
+        )
+
+    def flush(self) -> None:
+        pending, self.pending = self.pending, []
+        self.flushed_at = time.monotonic()
+        if not pending:
+            return
         with transaction.atomic():
-            result = CaseResult.objects.create(
-                run=run,
-                case=case,
-                repetition=repetition,
-                passed=outcome.passed,
-                failure_stage=failure.get("stage") or "",
-                failure_reason=failure.get("reason") or "",
-                allowed_failure=outcome.failure_allowed,
-                sections=sections,
-                latency_ms={k: v for k, v in outcome.latency_ms.items() if v is not None},
+            # ignore_conflicts: results another delivery already stored are kept as they are.
+            CaseResult.objects.bulk_create([result for result, _ in pending], ignore_conflicts=True)
+            counts = self.run.results.aggregate(
+                done=Count("id"), passed=Count("id", filter=Q(passed=True))
             )
-            if outcome.passed:
-                CaseRun.objects.filter(pk=run.pk).update(
-                    done=F("done") + 1, passed=F("passed") + 1, heartbeat_at=timezone.now()
-                )
-            else:
-                CaseRun.objects.filter(pk=run.pk).update(
-                    done=F("done") + 1, failed=F("failed") + 1, heartbeat_at=timezone.now()
-                )
-    except IntegrityError:
-        return None  # another delivery of this run stored it first
-    if failure and not outcome.failure_allowed:
-        _record_failure(run=run, case=case, repetition=repetition, failure=failure, result=result)
-    return result
+            CaseRun.objects.filter(pk=self.run.pk).update(
+                done=counts["done"],
+                passed=counts["passed"],
+                failed=counts["done"] - counts["passed"],
+                heartbeat_at=timezone.now(),
+            )
+        self._record_failures([(r, f) for r, f in pending if f is not None])
+        if self.on_case is not None:
+            written = {(r.case_id, r.repetition) for r, _ in pending}
+            for result in self.run.results.filter(
+                case_id__in={case_id for case_id, _ in written}
+            ).select_related("case"):
+                if (result.case_id, result.repetition) in written:
+                    self.on_case(result)
 
-
-def _record_failure(
-    *, run: CaseRun, case: QualityCase, repetition: int, failure: dict[str, Any], result: CaseResult
-) -> None:
-    """A failed case becomes a FailureRecord through the ingest path, like any runtime's."""
-    body = {key: value for key, value in failure.items() if value is not None}
-    body.update(
-        {
-            "collection": run.collection.name,
-            "source": "quality_lab",
-            "graph_tool_call_version": run.version.graph_tool_call_version,
-            "quality_lab": {"run": run.pk, "case": case.case_id, "repetition": repetition},
-        }
-    )
-    item = {"type": "failure", "id": f"run-{run.pk}/{case.case_id}/{repetition}", "body": body}
-    outcome = batch_ingest(owner="quality_lab", items=[item], channel="quality_lab")
-    if outcome.all_stored:
+    def _record_failures(self, failures: list[tuple[CaseResult, dict[str, Any]]]) -> None:
+        """Failed cases become FailureRecords through the ingest path, like a runtime's."""
+        if not failures:
+            return
+        run = self.run
+        items: list[dict[str, Any]] = []
+        for result, failure in failures:
+            body = {key: value for key, value in failure.items() if value is not None}
+            body.update(
+                {
+                    "collection": run.collection.name,
+                    "source": "quality_lab",
+                    "graph_tool_call_version": run.version.graph_tool_call_version,
+                    "quality_lab": {
+                        "run": run.pk,
+                        "case": result.case.case_id,
+                        "repetition": result.repetition,
+                    },
+                }
+            )
+            item_id = f"run-{run.pk}/{result.case.case_id}/{result.repetition}"
+            items.append({"type": "failure", "id": item_id, "body": body})
+        batch_ingest(owner="quality_lab", items=items, channel="quality_lab")
         from triage.models import FailureRecord
 
-        record = (
-            FailureRecord.objects.filter(client_id=item["id"], source="quality_lab")
-            .order_by("-id")
-            .first()
+        records = dict(
+            FailureRecord.objects.filter(
+                client_id__in=[item["id"] for item in items], source="quality_lab"
+            ).values_list("client_id", "pk")
         )
-        if record is not None:
-            CaseResult.objects.filter(pk=result.pk).update(failure_record=record)
+        stored = {
+            (row.case_id, row.repetition): row
+            for row in run.results.filter(case_id__in={r.case_id for r, _ in failures})
+        }
+        linked = []
+        for (result, _), item in zip(failures, items, strict=True):
+            row = stored.get((result.case_id, result.repetition))
+            if row is not None and item["id"] in records:
+                row.failure_record_id = records[item["id"]]
+                linked.append(row)
+        CaseResult.objects.bulk_update(linked, ["failure_record"])
 
 
 def _finish_run(run: CaseRun, *, status: str) -> None:
