@@ -16,7 +16,9 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 from urllib.parse import quote
 
@@ -26,7 +28,6 @@ from django.conf import settings
 from django.db import connection
 from django.db.models import Count
 
-from config.celery import app
 from qualitylab import demo, services
 from qualitylab.models import CaseResult, CaseRun, Collection, RunStatus
 
@@ -120,8 +121,17 @@ def workers(tmp_path: Path) -> Iterator[Callable[[str], Worker]]:
 
 @pytest.fixture
 def test_queue(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """Route this process's task messages to the test queue; empty it afterwards."""
-    monkeypatch.setattr(app.conf, "task_default_queue", QUEUE)
+    """Send this process's task messages to the test queue; empty it afterwards.
+
+    Named on every send: Celery caches its routing after the first message of the
+    process, so changing the default queue later would not reach an earlier test's cache.
+    """
+    send = services._send
+
+    def send_to_test_queue(task: Any, **kwargs: Any) -> None:
+        send(SimpleNamespace(apply_async=partial(task.apply_async, queue=QUEUE)), **kwargs)
+
+    monkeypatch.setattr(services, "_send", send_to_test_queue)
     yield QUEUE
     client = redis.Redis.from_url(settings.REDIS_URL)
     client.delete(QUEUE, f"_kombu.binding.{QUEUE}")
