@@ -36,15 +36,6 @@ What one run does:
 engine, ``case_spec``, the result INSERT, the counters UPDATE, the cancel check, the
 FailureRecord ingest of failed cases, the final metrics, learning's per-run records and
 derivation, and every SQL statement grouped by table and kind.
-
-``--candidate`` measures, in this process and interleaved with the plain loop, the current
-``services.run_execute`` against the same function with ``services._run_one`` replaced by
-:class:`BatchedWriter`: a prototype of the change suggested for ``services.py`` (results
-written with one ``bulk_create`` and one counters UPDATE per batch of 100 cases or 0.5 s,
-``synchronous_commit`` off for those transactions on PostgreSQL, and the failed cases of a
-batch ingested as one ``batch_ingest`` call), each with and without learning's per-run
-records (``learning.services.quality_lab_run_record``: attempts and suggestion derivation)
-inside the timed part, i.e. before the run is marked done, as today, or after it.
 """
 
 from __future__ import annotations
@@ -494,9 +485,9 @@ def profile(collection: Any, case_ids: list[str]) -> None:
     phases = Phases()
     phases.wrap(engine, "run_case", "engine.run_case")
     phases.wrap(services, "case_spec", "case_spec (CaseSpec from the row)")
-    phases.wrap(services, "_record_failure", "FailureRecord ingest (failed cases)")
+    phases.wrap(services._ResultWriter, "_record_failures", "FailureRecord ingest (failed cases)")
+    phases.wrap(services._ResultWriter, "flush", "result batches: INSERT, recount, ingest")
     phases.wrap(services, "_finish_run", "finish: metrics over every result")
-    phases.wrap(services, "_run_one", "_run_one (everything per case)")
     learning = getattr(services, "learning_services", None)
     if learning is not None and hasattr(learning, "quality_lab_run_record"):
         phases.wrap(learning, "quality_lab_run_record", "learning: attempts + derivation")
@@ -528,20 +519,6 @@ def profile(collection: Any, case_ids: list[str]) -> None:
             f"  {name:<48} {phases.calls[name]:>6} {seconds:>8.3f} "
             f"{seconds / count * 1000:>8.2f} {seconds / total:>6.1%}"
         )
-    per_case = phases.seconds["_run_one (everything per case)"]
-    inside = sum(
-        phases.seconds[name]
-        for name in (
-            "engine.run_case",
-            "case_spec (CaseSpec from the row)",
-            "FailureRecord ingest (failed cases)",
-        )
-    )
-    print(
-        f"  {'_run_one minus engine, case_spec and ingest':<48} {'':>6} "
-        f"{per_case - inside:>8.3f} {(per_case - inside) / count * 1000:>8.2f} "
-        f"{(per_case - inside) / total:>6.1%}"
-    )
     print(f"\n  {'SQL statement':<56} {'calls':>6} {'total s':>8} {'ms/call':>8}")
     for kind, seconds in sorted(sql_seconds.items(), key=lambda item: -item[1])[:20]:
         print(
@@ -552,215 +529,6 @@ def profile(collection: Any, case_ids: list[str]) -> None:
         f"  {'all SQL':<56} {sum(sql_calls.values()):>6} {sum(sql_seconds.values()):>8.3f}"
         f" ({sum(sql_calls.values()) / count:.1f} statements per case)"
     )
-
-
-# --- candidate: batched result writes -----------------------------------------------------
-
-
-class BatchedWriter:
-    """Stands in for ``services._run_one`` (same arguments): runs the case, keeps the result
-    in memory, and writes a batch at once. A killed worker loses at most one unwritten
-    batch, which the next delivery runs again (results stay unique per case and repetition).
-    """
-
-    def __init__(self, *, size: int = 100, seconds: float = 0.5) -> None:
-        self.size = size
-        self.seconds = seconds
-        self.pending: list[tuple[Any, dict[str, Any] | None]] = []
-        self.flushed_at = time.monotonic()
-
-    def run_one(
-        self, *, run: Any, case: Any, repetition: int, loaded: Any, context: Any, **extra: Any
-    ) -> Any:
-        from qualitylab import engine, services
-        from qualitylab.models import CaseResult
-
-        outcome = engine.run_case(
-            loaded,
-            services.case_spec(case),
-            execution=context,
-            **{key: value for key, value in extra.items() if value is not None},
-        )
-        failure = outcome.failure or {}
-        result = CaseResult(
-            run=run,
-            case=case,
-            repetition=repetition,
-            passed=outcome.passed,
-            failure_stage=failure.get("stage") or "",
-            failure_reason=failure.get("reason") or "",
-            allowed_failure=outcome.failure_allowed,
-            sections=outcome.to_dict(),
-            latency_ms={k: v for k, v in outcome.latency_ms.items() if v is not None},
-        )
-        self.pending.append((result, failure if failure and not outcome.failure_allowed else None))
-        if len(self.pending) >= self.size or time.monotonic() - self.flushed_at >= self.seconds:
-            self.flush(run)
-        return result
-
-    def flush(self, run: Any) -> None:
-        from django.db import IntegrityError, connection, transaction
-        from django.db.models import F
-        from django.utils import timezone
-
-        from qualitylab.models import CaseResult, CaseRun
-        from triage.ingest import batch_ingest
-        from triage.models import FailureRecord
-
-        pending, self.pending = self.pending, []
-        self.flushed_at = time.monotonic()
-        if not pending:
-            return
-        results = [result for result, _ in pending]
-        with transaction.atomic():
-            if connection.vendor == "postgresql":
-                # Results can be computed again: a commit lost in a crash costs a re-run,
-                # never a wrong row; not waiting for the WAL flush halves a batch's cost.
-                with connection.cursor() as cursor:
-                    cursor.execute("SET LOCAL synchronous_commit TO OFF")
-            try:
-                with transaction.atomic():
-                    CaseResult.objects.bulk_create(results)
-            except IntegrityError:  # another delivery stored some: keep the rest, one by one
-                stored = []
-                for result in results:
-                    try:
-                        with transaction.atomic():
-                            result.save(force_insert=True)
-                        stored.append(result)
-                    except IntegrityError:
-                        continue
-                results = stored
-            passed = sum(result.passed for result in results)
-            CaseRun.objects.filter(pk=run.pk).update(
-                done=F("done") + len(results),
-                passed=F("passed") + passed,
-                failed=F("failed") + len(results) - passed,
-                heartbeat_at=timezone.now(),
-            )
-        kept = {id(result) for result in results}
-        failures = [(r, f) for r, f in pending if f is not None and id(r) in kept]
-        if not failures:
-            return
-        items: list[dict[str, Any]] = []
-        for result, failure in failures:
-            body = {key: value for key, value in failure.items() if value is not None}
-            body.update(
-                {
-                    "collection": run.collection.name,
-                    "source": "quality_lab",
-                    "graph_tool_call_version": run.version.graph_tool_call_version,
-                    "quality_lab": {
-                        "run": run.pk,
-                        "case": result.case.case_id,
-                        "repetition": result.repetition,
-                    },
-                }
-            )
-            client_id = f"run-{run.pk}/{result.case.case_id}/{result.repetition}"
-            items.append({"type": "failure", "id": client_id, "body": body})
-        batch_ingest(owner="quality_lab", items=items, channel="quality_lab")
-        records = dict(
-            FailureRecord.objects.filter(
-                client_id__in=[item["id"] for item in items], source="quality_lab"
-            ).values_list("client_id", "pk")
-        )
-        linked = []
-        for (result, _), item in zip(failures, items, strict=True):
-            if item["id"] in records:
-                result.failure_record_id = records[item["id"]]
-                linked.append(result)
-        CaseResult.objects.bulk_update(linked, ["failure_record"])
-
-
-@contextlib.contextmanager
-def batched_writes() -> Iterator[BatchedWriter]:
-    from qualitylab import services
-
-    writer = BatchedWriter()
-    run_one, finish = services._run_one, services._finish_run
-
-    def finish_after_flush(run: Any, *, status: str) -> None:
-        writer.flush(run)
-        finish(run, status=status)
-
-    services._run_one = writer.run_one
-    services._finish_run = finish_after_flush
-    try:
-        yield writer
-    finally:
-        services._run_one = run_one
-        services._finish_run = finish
-
-
-@contextlib.contextmanager
-def learning_after_the_run() -> Iterator[list[Any]]:
-    """Learning's per-run records run after the timed part, as if ``run_execute`` called
-    them after ``_finish_run`` (or queued them as their own task)."""
-    from qualitylab import services
-
-    learning = getattr(services, "learning_services", None)
-    deferred: list[Any] = []
-    if learning is None or not hasattr(learning, "quality_lab_run_record"):
-        yield deferred
-        return
-    record = learning.quality_lab_run_record
-    learning.quality_lab_run_record = lambda *, run: deferred.append(run)
-    try:
-        yield deferred
-    finally:
-        learning.quality_lab_run_record = record
-        for run in deferred:
-            record(run=run)
-
-
-def compare_candidate(collection: Any, cases: list[dict[str, Any]], repeat: int) -> None:
-    from qualitylab import services
-    from qualitylab.models import CaseRun
-
-    case_ids = [case["id"] for case in cases]
-
-    def in_process(*, batched: bool, learning_after: bool) -> float:
-        send = services._send
-        services._send = lambda task, **kwargs: None
-        try:
-            run = services.run_start(collection=collection, case_ids=case_ids, channel="cli")
-        finally:
-            services._send = send
-        with contextlib.ExitStack() as stack:
-            if learning_after:
-                stack.enter_context(learning_after_the_run())
-            if batched:
-                stack.enter_context(batched_writes())
-            started = time.perf_counter()
-            services.run_execute(run_id=run.pk)
-            elapsed = time.perf_counter() - started
-        finished = CaseRun.objects.get(pk=run.pk)
-        assert finished.done == len(case_ids) == finished.results.count(), finished
-        return elapsed
-
-    variants = {
-        "run_execute today": {"batched": False, "learning_after": False},
-        "today, learning after 'done'": {"batched": False, "learning_after": True},
-        "batched writes": {"batched": True, "learning_after": False},
-        "batched, learning after 'done'": {"batched": True, "learning_after": True},
-    }
-    raw_name = "engine.run_case, plain loop"
-    best: dict[str, float] = defaultdict(lambda: float("inf"))
-    for _ in range(repeat):
-        best[raw_name] = min(best[raw_name], run_raw(collection, cases)[0])
-        for name, options in variants.items():
-            best[name] = min(best[name], in_process(**options))
-    raw = best[raw_name]
-    print(f"\ncandidate, in this process (best of {repeat}), {len(cases)} cases:")
-    for name, seconds in best.items():
-        print(
-            f"  {name:<32} {seconds:>7.2f} s {len(cases) / seconds:>8.1f} cases/s "
-            f"{seconds / raw:>6.2f}x"
-        )
-
-
-# --- main ---------------------------------------------------------------------------------
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -778,9 +546,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--repeat", type=int, default=1, help="interleaved runs; best of each")
     parser.add_argument("--profile", action="store_true", help="then profile run_execute")
-    parser.add_argument(
-        "--candidate", action="store_true", help="then measure the batched-writes prototype"
-    )
     parser.add_argument("--keep-worker-log", action="store_true")
     return parser.parse_args(argv)
 
@@ -846,8 +611,6 @@ def main() -> int:
                 raw_cpu_best = min(raw_cpu_best, raw_cpu)
         if args.profile:
             profile(collection, case_ids)
-        if args.candidate:
-            compare_candidate(collection, cases, args.repeat)
     finally:
         if args.keep_worker_log:
             print(f"worker log: {log_path}")
