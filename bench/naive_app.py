@@ -53,6 +53,7 @@ from triage.models import (  # noqa: E402
 from triage.normalize import FailureFields, ItemError, parse_failure  # noqa: E402
 from triage.quota import quota_consume  # noqa: E402
 from triage.scrub import ScrubError, scrub_payload  # noqa: E402
+from triage.serializers import FailureRecordSerializer  # noqa: E402
 
 
 class NaiveFailureSerializer(serializers.ModelSerializer[FailureRecord]):
@@ -60,34 +61,8 @@ class NaiveFailureSerializer(serializers.ModelSerializer[FailureRecord]):
 
     class Meta:
         model = FailureRecord
-        fields = [
-            "client_id",
-            "collection",
-            "source",
-            "stage",
-            "reason",
-            "reason_mapped",
-            "message",
-            "tool",
-            "side_effect",
-            "plan_id",
-            "step_id",
-            "retryable",
-            "operator_action",
-            "lane",
-            "execution_state",
-            "sent_retryable",
-            "sent_lane",
-            "sent_execution_state",
-            "contradictions",
-            "evidence",
-            "extra",
-            "idempotency_key",
-            "occurred_at",
-            "received_at",
-            "graph_tool_call_version",
-            "taxonomy_version",
-        ]
+        # The API's record fields, less the ones the database assigns.
+        fields = [f for f in FailureRecordSerializer.Meta.fields if f not in ("id", "group")]
 
 
 def _outcome(index: int, client_id: str, status: str, code: str = "") -> dict[str, Any]:

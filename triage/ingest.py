@@ -361,15 +361,14 @@ def _claim(
     table = IngestItem._meta.db_table
     now = timezone.now()
     claimed_keys: set[tuple[str, str]] = set()
+    rows = [(owner, p.item_type, p.client_id, p.body_hash, batch.pk, now) for p in ordered]
     with connection.cursor() as cursor:
-        for chunk in _chunks(ordered, 300):
-            placeholders = ", ".join(["(%s, %s, %s, %s, %s, %s)"] * len(chunk))
-            params: list[Any] = []
-            for item in chunk:
-                params += [owner, item.item_type, item.client_id, item.body_hash, batch.pk, now]
+        for source, params in _row_sources(
+            ("text", "text", "text", "text", "bigint", "timestamptz"), rows
+        ):
             cursor.execute(
                 f"INSERT INTO {table} (owner, item_type, client_id, body_hash, batch_id, "
-                f"created_at) VALUES {placeholders} "
+                f"created_at) {source} "
                 "ON CONFLICT (owner, item_type, client_id) DO NOTHING "
                 "RETURNING item_type, client_id",
                 params,
@@ -390,9 +389,23 @@ def _claim(
     return claimed, duplicates, conflicts
 
 
-def _chunks(items: Sequence[_Prepared], size: int) -> Iterable[Sequence[_Prepared]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
+def _row_sources(
+    pg_types: tuple[str, ...], rows: Sequence[tuple[Any, ...]]
+) -> Iterable[tuple[str, list[Any]]]:
+    """Rows as the source of an INSERT: on PostgreSQL one array per column through
+    unnest (one statement, a few parameters: binding thousands of scalars costs more
+    than the insert itself, measured by bench/ingest.py); elsewhere VALUES in chunks."""
+    if connection.vendor == "postgresql":
+        arrays = ", ".join(f"%s::{kind}[]" for kind in pg_types)
+        yield (
+            f"SELECT * FROM unnest({arrays})",
+            [list(column) for column in zip(*rows, strict=True)],
+        )
+        return
+    one_row = "(" + ", ".join(["%s"] * len(pg_types)) + ")"
+    for start in range(0, len(rows), 300):
+        chunk = rows[start : start + 300]
+        yield f"VALUES {', '.join([one_row] * len(chunk))}", [v for row in chunk for v in row]
 
 
 def _store(*, batch: IngestBatch, items: list[_Prepared], now: datetime) -> None:
@@ -703,6 +716,7 @@ def _apply_group_deltas(deltas: dict[int, _GroupDelta], *, now: datetime) -> Non
     _upsert_increments(
         FailureGroupBucket._meta.db_table,
         ("group_id", "hour"),
+        ("bigint", "timestamptz", "integer"),
         sorted(
             (group_id, hour, count)
             for group_id, delta in deltas.items()
@@ -712,6 +726,7 @@ def _apply_group_deltas(deltas: dict[int, _GroupDelta], *, now: datetime) -> Non
     _upsert_increments(
         FailureGroupFacet._meta.db_table,
         ("group_id", "dimension", "value"),
+        ("bigint", "text", "text", "bigint"),
         sorted(
             (group_id, dimension, value, count)
             for group_id, delta in deltas.items()
@@ -751,7 +766,10 @@ def _status_events(group: FailureGroup, delta: _GroupDelta, *, now: datetime) ->
 
 
 def _upsert_increments(
-    table: str, key_columns: tuple[str, ...], rows: Sequence[tuple[Any, ...]]
+    table: str,
+    key_columns: tuple[str, ...],
+    pg_types: tuple[str, ...],
+    rows: Sequence[tuple[Any, ...]],
 ) -> None:
     """INSERT rows of (*key, count), adding count to rows that already exist.
 
@@ -761,13 +779,11 @@ def _upsert_increments(
     if not rows:
         return
     columns = ", ".join((*key_columns, "count"))
-    one_row = "(" + ", ".join(["%s"] * (len(key_columns) + 1)) + ")"
     with connection.cursor() as cursor:
-        for start in range(0, len(rows), 300):
-            chunk = rows[start : start + 300]
+        for source, params in _row_sources(pg_types, rows):
             cursor.execute(
-                f"INSERT INTO {table} ({columns}) VALUES {', '.join([one_row] * len(chunk))} "
+                f"INSERT INTO {table} ({columns}) {source} "
                 f"ON CONFLICT ({', '.join(key_columns)}) "
                 f"DO UPDATE SET count = {table}.count + EXCLUDED.count",
-                [value for row in chunk for value in row],
+                params,
             )
