@@ -512,6 +512,17 @@ def _case_outcome(
     return engine.run_case(loaded, spec, execution=context, shadow=shadow)
 
 
+def _with_http_method(failure: dict[str, Any], execute: dict[str, Any] | None) -> dict[str, Any]:
+    """Name the failed call's HTTP method in the evidence: classification then knows a GET
+    that timed out may be retried, where an undeclared tool is assumed to write."""
+    calls = (execute or {}).get("calls") or []
+    method = calls[-1].get("method") if calls and isinstance(calls[-1], dict) else None
+    evidence = dict(failure.get("evidence") or {})
+    if not method or "http_method" in evidence:
+        return failure
+    return {**failure, "evidence": {**evidence, "http_method": method}}
+
+
 class _ResultWriter:
     """Keeps a run's results in memory and writes them in batches (every 50 cases or half a
     second): one INSERT, one exact recount of the run's counters and one ingest of the
@@ -542,6 +553,8 @@ class _ResultWriter:
             latency_ms={k: v for k, v in outcome.latency_ms.items() if v is not None},
         )
         recorded = failure if failure and not outcome.failure_allowed else None
+        if recorded is not None:
+            recorded = _with_http_method(recorded, outcome.execute)
         self.pending.append((result, recorded))
 
     def due(self) -> bool:

@@ -170,3 +170,10 @@ def test_stale_runs_are_sent_again(shop: Any) -> None:
         requeued = services.runs_requeue_stale()
     assert sorted(requeued) == sorted([lost.pk, dead.pk])
     assert send.call_count == 2
+
+
+def test_a_failed_get_is_classified_as_a_read(shop: Any, run_now: Any) -> None:
+    run_now(shop, mode="execute")
+    record = FailureRecord.objects.get(source="quality_lab", reason="http_5xx")
+    assert record.evidence["http_method"] == "GET"
+    assert (record.side_effect, record.lane, record.retryable) == ("read", "retry_safe", True)
