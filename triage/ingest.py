@@ -752,16 +752,7 @@ def _status_events(group: FailureGroup, delta: _GroupDelta, *, now: datetime) ->
         (group.mute_remaining_count is not None and group.mute_remaining_count <= delta.count)
         or (group.muted_until is not None and group.muted_until <= now)
     ):
-        return [
-            GroupEvent(
-                group=group,
-                action="unmuted",
-                status_before=GroupStatus.MUTED,
-                status_after=GroupStatus.OPEN,
-                note="the mute ran out",
-                created_at=now,
-            )
-        ]
+        return [GroupEvent.unmuted(group_id=group.pk, now=now)]
     return []
 
 

@@ -448,6 +448,18 @@ class GroupEvent(models.Model):
     def __str__(self) -> str:
         return f"group {self.group_id}: {self.action}"
 
+    @classmethod
+    def unmuted(cls, *, group_id: int, now: datetime) -> GroupEvent:
+        """The history row of a mute that ran out (by time or by count of new records)."""
+        return cls(
+            group_id=group_id,
+            action="unmuted",
+            status_before=GroupStatus.MUTED,
+            status_after=GroupStatus.OPEN,
+            note="the mute ran out",
+            created_at=now,
+        )
+
 
 class ReconciliationFinding(models.TextChoices):
     APPLIED = "applied", "applied: the remote side did it"

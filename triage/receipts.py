@@ -35,7 +35,7 @@ from django.utils.timesince import timesince
 # One definition of "completed-like", shared with how ingest gives receipts their lane.
 from triage.lanes import SUCCESS_RESULTS
 from triage.models import AuditEvent, Receipt, Reconciliation, ToolPolicy
-from triage.selectors import UNCERTAIN_STATES
+from triage.selectors import awaiting_reconciliation
 
 COMPLETED_RESULTS = tuple(sorted(SUCCESS_RESULTS))
 LIST_LIMIT = 50
@@ -124,13 +124,6 @@ def tool_policies() -> ToolPolicies:
 
 
 # --- 1. uncertain work awaiting reconciliation --------------------------------------------
-
-
-def awaiting_reconciliation() -> QuerySet[Receipt]:
-    """Receipts whose outcome nobody knows yet: maybe done, maybe partly, maybe not at all."""
-    return Receipt.objects.filter(execution_state__in=UNCERTAIN_STATES).exclude(
-        Exists(Reconciliation.objects.filter(receipt=OuterRef("pk")))
-    )
 
 
 def receipt_awaits_reconciliation(*, receipt: Receipt) -> bool:

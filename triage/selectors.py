@@ -59,16 +59,7 @@ def groups_list(*, filters: FailureFilters) -> QuerySet[FailureGroup]:
             groups = groups.filter(**{name: filters[name]})
     for dimension in ("source", "execution_state"):
         if dimension in filters:
-            groups = groups.filter(
-                Exists(
-                    FailureGroupFacet.objects.filter(
-                        group=OuterRef("pk"),
-                        dimension=dimension,
-                        value=filters[dimension],
-                        count__gt=0,
-                    )
-                )
-            )
+            groups = groups.filter(_having_facet(dimension, filters[dimension]))
     if "since" in filters:
         groups = groups.filter(last_seen__gte=filters["since"])
     if "until" in filters:
@@ -184,6 +175,22 @@ class TriageOverview:
     spark_hours: int
 
 
+def awaiting_reconciliation() -> QuerySet[Receipt]:
+    """Receipts whose outcome nobody knows yet: maybe done, maybe partly, maybe not at all."""
+    return Receipt.objects.filter(execution_state__in=UNCERTAIN_STATES).exclude(
+        Exists(Reconciliation.objects.filter(receipt=OuterRef("pk")))
+    )
+
+
+def _having_facet(dimension: str, value: str) -> Exists:
+    """Groups with records of this source or execution state (from ingest's facet rows)."""
+    return Exists(
+        FailureGroupFacet.objects.filter(
+            group=OuterRef("pk"), dimension=dimension, value=value, count__gt=0
+        )
+    )
+
+
 def _triage_groups(*, filters: dict[str, str]) -> QuerySet[FailureGroup]:
     groups = FailureGroup.objects.all()
     status = filters.get("status", "active")
@@ -196,13 +203,7 @@ def _triage_groups(*, filters: dict[str, str]) -> QuerySet[FailureGroup]:
             groups = groups.filter(**{name: filters[name]})
     for dimension in ("source", "execution_state"):
         if filters.get(dimension):
-            groups = groups.filter(
-                Exists(
-                    FailureGroupFacet.objects.filter(
-                        group=OuterRef("pk"), dimension=dimension, value=filters[dimension]
-                    )
-                )
-            )
+            groups = groups.filter(_having_facet(dimension, filters[dimension]))
     if filters.get("q"):
         text = filters["q"]
         groups = groups.filter(
@@ -280,11 +281,7 @@ def triage_overview(*, start: datetime, end: datetime, filters: dict[str, str]) 
                 row.stage, info.title if info else row.stage, info is not None, []
             )
         sections[row.stage].rows.append(row)
-    uncertain = (
-        Receipt.objects.filter(execution_state__in=UNCERTAIN_STATES)
-        .exclude(Exists(Reconciliation.objects.filter(receipt=OuterRef("pk"))))
-        .count()
-    )
+    uncertain = awaiting_reconciliation().count()
     return TriageOverview(
         sections=list(sections.values()),
         group_ids=ids,

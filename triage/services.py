@@ -249,17 +249,7 @@ def groups_unmute_expired(*, now: datetime) -> int:
         changed = FailureGroup.objects.filter(
             pk__in=expired, status=GroupStatus.MUTED, muted_until__lte=now
         ).update(status=GroupStatus.OPEN, status_changed_at=now, muted_until=None)
-        GroupEvent.objects.bulk_create(
-            GroupEvent(
-                group_id=pk,
-                action="unmuted",
-                status_before=GroupStatus.MUTED,
-                status_after=GroupStatus.OPEN,
-                note="the mute ran out",
-                created_at=now,
-            )
-            for pk in expired
-        )
+        GroupEvent.objects.bulk_create(GroupEvent.unmuted(group_id=pk, now=now) for pk in expired)
     return changed
 
 
