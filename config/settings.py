@@ -217,6 +217,8 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 60.0,
     },
     "unmute-expired-groups": {"task": "triage.tasks.unmute_expired_groups", "schedule": 60.0},
+    # Retention: does nothing while TRIAGE_RETENTION_DAYS is 0.
+    "prune-old-records": {"task": "triage.tasks.prune_old_records", "schedule": 3600.0},
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 CELERY_BROKER_CONNECTION_TIMEOUT = env_float("CELERY_BROKER_CONNECTION_TIMEOUT", 3.0)
@@ -240,6 +242,21 @@ TRIAGE_INGEST_QUOTA_PER_MINUTE = env_int("TRIAGE_INGEST_QUOTA_PER_MINUTE", 600_0
 QUALITYLAB_STALE_RUN_SECONDS = env_int("QUALITYLAB_STALE_RUN_SECONDS", 60, minimum=1)
 QUALITYLAB_EXECUTE_TIMEOUT_SECONDS = env_float("QUALITYLAB_EXECUTE_TIMEOUT_SECONDS", 30.0)
 TRIAGE_DATABASE_RETRY_AFTER_SECONDS = env_int("TRIAGE_DATABASE_RETRY_AFTER_SECONDS", 5, minimum=1)
+# Retention (triage/retention.py): failure records that occurred more than this many days ago
+# are pruned every hour by beat (and by `manage.py prune_records`); 0 keeps them forever.
+TRIAGE_RETENTION_DAYS = env_int("TRIAGE_RETENTION_DAYS", 90, minimum=0)
+# Records per batch; each batch is one short transaction holding its groups' locks.
+TRIAGE_RETENTION_BATCH_SIZE = env_int("TRIAGE_RETENTION_BATCH_SIZE", 2000, minimum=1)
+# The beat task starts no batch after this long (the next run goes on); it must end within
+# the task's soft time limit.
+TRIAGE_RETENTION_MAX_SECONDS = env_int(
+    "TRIAGE_RETENTION_MAX_SECONDS", max(1, min(300, CELERY_TASK_SOFT_TIME_LIMIT // 2)), minimum=1
+)
+if TRIAGE_RETENTION_MAX_SECONDS >= CELERY_TASK_SOFT_TIME_LIMIT:
+    raise ImproperlyConfigured(
+        "TRIAGE_RETENTION_MAX_SECONDS must be below CELERY_TASK_SOFT_TIME_LIMIT "
+        f"({CELERY_TASK_SOFT_TIME_LIMIT})."
+    )
 # Learning review: the promotion gate (learning/gate.py). A suggestion becomes promotable
 # after this many successful observations of its query family, when at most this share of
 # the recent attempts with its target failed and this share of the family's recent

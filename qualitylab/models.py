@@ -228,6 +228,14 @@ class CaseResult(models.Model):
     failure_record = models.ForeignKey(
         "triage.FailureRecord", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # Set when retention removes the linked record (qualitylab/retention.py), so the pages say
+    # so instead of showing nothing: when, the age it was older than, and its group, which
+    # outlives its records.
+    failure_record_pruned_at = models.DateTimeField(null=True, blank=True)
+    failure_record_retention_days = models.PositiveIntegerField(null=True, blank=True)
+    pruned_record_group = models.ForeignKey(
+        "triage.FailureGroup", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

@@ -1,8 +1,9 @@
 from __future__ import annotations
 
 from django.contrib import admin
+from django.http import HttpRequest
 
-from triage.models import ApiKey, FailureGroup, IngestBatch, ToolPolicy
+from triage.models import ApiKey, FailureGroup, IngestBatch, RetentionRun, ToolPolicy
 
 
 @admin.register(ToolPolicy)
@@ -55,3 +56,32 @@ class IngestBatchAdmin(admin.ModelAdmin):
         "conflicts",
         "rejected",
     ]
+
+
+@admin.register(RetentionRun)
+class RetentionRunAdmin(admin.ModelAdmin):
+    """The retention ledger, read-only: rows are written by the prune itself."""
+
+    list_display = [
+        "pk",
+        "started_at",
+        "channel",
+        "status",
+        "days",
+        "cutoff",
+        "records_deleted",
+        "runner_events_deleted",
+        "batches",
+        "groups_touched",
+        "groups_emptied",
+    ]
+    list_filter = ["status", "channel"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False

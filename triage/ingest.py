@@ -30,6 +30,7 @@ from triage.models import (
     AuditEvent,
     FailureGroup,
     FailureGroupBucket,
+    FailureGroupDay,
     FailureGroupFacet,
     FailureRecord,
     GroupEvent,
@@ -54,6 +55,7 @@ from triage.normalize import (
     parse_runner_event,
 )
 from triage.scrub import ScrubError, scrub_payload
+from triage.timebins import day_floor, hour_floor
 
 ACCEPTED = "accepted"
 DUPLICATE = "duplicate"
@@ -181,7 +183,7 @@ class _GroupDelta:
         if self.last_seen is None or occurred >= self.last_seen:
             self.last_seen = occurred
             self.lane = record.lane
-        self.hours[occurred.replace(minute=0, second=0, microsecond=0)] += 1
+        self.hours[hour_floor(occurred)] += 1
         self.facets[("source", record.source)] += 1
         self.facets[("lane", record.lane)] += 1
         self.facets[("execution_state", record.execution_state)] += 1
@@ -722,6 +724,16 @@ def _apply_group_deltas(deltas: dict[int, _GroupDelta], *, now: datetime) -> Non
             for group_id, delta in deltas.items()
             for hour, count in delta.hours.items()
         ),
+    )
+    days: Counter[tuple[int, datetime]] = Counter()
+    for group_id, delta in deltas.items():
+        for hour, count in delta.hours.items():
+            days[(group_id, day_floor(hour))] += count
+    _upsert_increments(
+        FailureGroupDay._meta.db_table,
+        ("group_id", "day"),
+        ("bigint", "timestamptz", "integer"),
+        sorted((group_id, day, count) for (group_id, day), count in days.items()),
     )
     _upsert_increments(
         FailureGroupFacet._meta.db_table,

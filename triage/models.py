@@ -1,5 +1,5 @@
-"""Normalized failures, their groups, receipts, audit events, tool policies, API keys and the
-ingest ledger."""
+"""Normalized failures, their groups, receipts, audit events, tool policies, API keys, the
+ingest ledger and the retention ledger."""
 
 from __future__ import annotations
 
@@ -215,6 +215,11 @@ class FailureGroup(models.Model):
     )
     muted_until = models.DateTimeField(null=True, blank=True)
     mute_remaining_count = models.PositiveIntegerField(null=True, blank=True)
+    # Retention (triage/retention.py) removes old records and takes them out of the counters
+    # above; these say how many it removed and the newest cutoff it applied, so a group whose
+    # records are gone can say why. first_seen and last_seen stay as history.
+    pruned_count = models.PositiveBigIntegerField(default=0)
+    pruned_before = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [
@@ -239,10 +244,27 @@ class FailureGroupBucket(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["group", "hour"], name="group_bucket_unique")
         ]
-        indexes = [models.Index(fields=["hour", "group"], name="bucket_hour_group")]
+        # With count in the key, a window's sums are read from the index alone
+        # (an index-only scan), without visiting the table's pages.
+        indexes = [models.Index(fields=["hour", "group", "count"], name="bucket_hour_group_count")]
 
     def __str__(self) -> str:
         return f"group {self.group_id} @ {self.hour:%Y-%m-%d %H}h: {self.count}"
+
+
+class FailureGroupDay(models.Model):
+    """Records per group per UTC day: windows of days read one row per day, not 24 buckets."""
+
+    group = models.ForeignKey(FailureGroup, on_delete=models.CASCADE, related_name="days")
+    day = models.DateTimeField()  # midnight UTC
+    count = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["group", "day"], name="group_day_unique")]
+        indexes = [models.Index(fields=["day", "group", "count"], name="day_group_count")]
+
+    def __str__(self) -> str:
+        return f"group {self.group_id} on {self.day:%Y-%m-%d}: {self.count}"
 
 
 class FailureGroupFacet(models.Model):
@@ -481,3 +503,43 @@ class Reconciliation(models.Model):
 
     def __str__(self) -> str:
         return f"{self.receipt_id}: {self.finding}"
+
+
+class RetentionStatus(models.TextChoices):
+    RUNNING = "running", "running"
+    DONE = "done", "done: nothing older than the cutoff is left"
+    PARTIAL = "partial", "partial: stopped at its time budget, the next run continues"
+    SKIPPED = "skipped", "skipped: another prune was running"
+    FAILED = "failed", "failed"
+    INTERRUPTED = "interrupted", "interrupted: its process stopped before it finished"
+
+
+class RetentionRun(models.Model):
+    """One prune of old records (the retention ledger): its cutoff, what it removed, how it
+    ended. Counts are written in each batch's transaction, so they match what was committed."""
+
+    channel = models.CharField(max_length=10)  # beat | cli
+    days = models.PositiveIntegerField()
+    cutoff = models.DateTimeField()  # records that occurred before it are removed
+    batch_size = models.PositiveIntegerField()
+    status = models.CharField(
+        max_length=12, choices=RetentionStatus.choices, default=RetentionStatus.RUNNING
+    )
+    started_at = models.DateTimeField(default=timezone.now, db_index=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    batches = models.PositiveIntegerField(default=0)
+    records_deleted = models.PositiveBigIntegerField(default=0)
+    runner_events_deleted = models.PositiveBigIntegerField(default=0)
+    groups_touched = models.PositiveIntegerField(default=0)
+    groups_emptied = models.PositiveIntegerField(default=0)  # left with no record at all
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"retention {self.pk}: {self.records_deleted} records before {self.cutoff:%Y-%m-%d}"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status != RetentionStatus.RUNNING

@@ -3,12 +3,29 @@
 from __future__ import annotations
 
 from celery import shared_task
+from django.conf import settings
 from django.utils import timezone
 
-from triage import services
+from triage import retention, services
 
 
 @shared_task
 def unmute_expired_groups() -> None:
     """Beat: groups whose mute time ran out are open again (count mutes end on ingest)."""
     services.groups_unmute_expired(now=timezone.now())
+
+
+@shared_task
+def prune_old_records() -> int | None:
+    """Beat, hourly: prune records older than TRIAGE_RETENTION_DAYS (0: retention is off).
+    Returns the ledger row's id; the outcome, failures included, is on that row."""
+    days = settings.TRIAGE_RETENTION_DAYS
+    if not days:
+        return None
+    run = retention.records_prune(
+        days=days,
+        batch_size=settings.TRIAGE_RETENTION_BATCH_SIZE,
+        max_seconds=settings.TRIAGE_RETENTION_MAX_SECONDS,
+        channel="beat",
+    )
+    return run.pk

@@ -1,4 +1,5 @@
-"""The ingestion page (batch ledger, API keys, unmapped reasons) and the tool-policy pages."""
+"""The ingestion page (batch ledger, API keys, unmapped reasons, retention ledger) and the
+tool-policy pages."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from datetime import timedelta
 from typing import Any
 from urllib.parse import urlencode
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
 from django.db import IntegrityError, transaction
@@ -16,9 +18,9 @@ from django.shortcuts import get_object_or_404, render
 from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from django.utils.cache import add_never_cache_headers
-from django.views.decorators.http import require_http_methods, require_POST
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
-from triage import ingestion, roles, selectors
+from triage import ingestion, retention, roles, selectors
 from triage.forms import ApiKeyCreateForm, ToolPolicyForm
 from triage.http import is_partial
 from triage.models import ApiKey, ToolPolicy
@@ -95,11 +97,14 @@ def _render_ingestion(
             "ingest_url": request.build_absolute_uri(reverse("api:api-ingest")),
             "read_url": request.build_absolute_uri(reverse("api:api-groups")),
             "curl_example_body": CURL_EXAMPLE_BODY,
+            "retention_days": settings.TRIAGE_RETENTION_DAYS,
+            "retention_runs": retention.retention_runs_recent(),
         }
     )
     return render(request, "triage/ingestion.html", context, status=status)
 
 
+@require_safe
 @login_required
 @permission_required(VIEW_LEDGER, raise_exception=True)
 def ingestion_page(request: HttpRequest) -> HttpResponse:
@@ -154,6 +159,7 @@ def api_key_revoke_view(request: HttpRequest, key_id: int) -> HttpResponse:
 # --- tool policies ---------------------------------------------------------------------------
 
 
+@require_safe
 @login_required
 @permission_required(VIEW_POLICIES, raise_exception=True)
 def policies_page(request: HttpRequest) -> HttpResponse:

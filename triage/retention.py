@@ -1,0 +1,482 @@
+"""Retention: remove failure records older than a number of days, in batches, so that every
+group counter, hourly bucket, daily rollup and facet stays equal to what the remaining
+records add up to.
+
+Each batch is one short transaction. It locks the oldest records (FOR UPDATE), then their
+groups in id order with the same no-key lock ingest takes, so a prune and an ingest of one
+group queue on the group row instead of deadlocking. Apps whose rows point at the records
+mark them (Quality Lab results say their record was pruned), the records are deleted and
+exactly what they contributed is subtracted. A counter that would go below zero, or a bucket,
+day or facet row that is missing, means the counters had drifted before: the batch rolls back
+and the run fails with a message naming the groups, rather than making them more wrong.
+
+What retention keeps on purpose: groups (with their status, assignee, notes and history,
+even at zero records; `first_seen` and `last_seen` stay as history, the counters describe
+the records that remain), receipts, audit events and the ingest ledger with its item claims
+(so a runtime re-sending a pruned item's id still gets `duplicate`, not a second copy).
+
+One prune at a time: a PostgreSQL session advisory lock, or on SQLite a lock file under
+TRIAGE_VAR_DIR. A prune that finds it taken leaves a `skipped` ledger row and does nothing.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any, Protocol
+
+from django.conf import settings
+from django.db import IntegrityError, connection, models, transaction
+from django.db.models import Exists, F, OuterRef, Q
+from django.utils import timezone
+
+from triage.ingest import _row_sources
+from triage.models import (
+    FailureGroup,
+    FailureGroupBucket,
+    FailureGroupDay,
+    FailureGroupFacet,
+    FailureRecord,
+    RetentionRun,
+    RetentionStatus,
+    RunnerEvent,
+)
+from triage.timebins import day_floor, hour_floor
+
+logger = logging.getLogger(__name__)
+
+# Any constant 64-bit key; advisory locks are scoped to the current database.
+_ADVISORY_LOCK_KEY = 0x7472_6961_6765_0001
+# Ids per IN (...) list: far below SQLite's limit on query parameters.
+_ID_CHUNK = 500
+
+
+class RetentionDriftError(Exception):
+    """A counter did not hold the records being removed: it was wrong before this prune."""
+
+
+class PrunedListener(Protocol):
+    def __call__(self, *, record_ids: Sequence[int], pruned_at: datetime, days: int) -> None: ...
+
+
+_LISTENERS: list[PrunedListener] = []
+
+
+def on_records_pruned(listener: PrunedListener) -> None:
+    """Register from an app's ready(): called in each batch's transaction, before the records
+    are deleted, so rows pointing at them can say they were pruned (and still read them)."""
+    _LISTENERS.append(listener)
+
+
+def retention_cutoff(*, days: int, now: datetime) -> datetime:
+    """Records that occurred before this moment are older than `days` days."""
+    return now - timedelta(days=days)
+
+
+@dataclass(frozen=True)
+class PrunePreview:
+    """What a prune would remove now (the command's --dry-run)."""
+
+    cutoff: datetime
+    records: int
+    groups: int
+    runner_events: int
+
+
+def records_prune_preview(*, days: int, now: datetime | None = None) -> PrunePreview:
+    cutoff = retention_cutoff(days=days, now=now or timezone.now())
+    old = FailureRecord.objects.filter(occurred_at__lt=cutoff)
+    kept_backing = FailureRecord.objects.filter(
+        runner_event=OuterRef("pk"), occurred_at__gte=cutoff
+    )
+    return PrunePreview(
+        cutoff=cutoff,
+        records=old.count(),
+        groups=old.values("group_id").distinct().count(),
+        runner_events=RunnerEvent.objects.filter(occurred_at__lt=cutoff)
+        .exclude(Exists(kept_backing))
+        .count(),
+    )
+
+
+def retention_runs_recent(*, limit: int = 5) -> list[RetentionRun]:
+    """The newest ledger rows, for the ingestion page."""
+    return list(RetentionRun.objects.order_by("-started_at", "-id")[:limit])
+
+
+@contextmanager
+def prune_lock() -> Iterator[bool]:
+    """Held for a whole prune; yields False when another prune holds it.
+
+    Session-level, not per transaction, because a prune is many transactions; it goes away
+    with the process (its connection or its open file), so a killed prune never wedges the
+    next one.
+    """
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_try_advisory_lock(%s)", [_ADVISORY_LOCK_KEY])
+            row = cursor.fetchone()
+            acquired = bool(row and row[0])
+        try:
+            yield acquired
+        finally:
+            if acquired:
+                with connection.cursor() as cursor:
+                    cursor.execute("SELECT pg_advisory_unlock(%s)", [_ADVISORY_LOCK_KEY])
+        return
+    path = Path(settings.VAR_DIR) / "retention.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def records_prune(
+    *,
+    days: int,
+    batch_size: int,
+    channel: str,
+    now: datetime | None = None,
+    max_seconds: float | None = None,
+    on_batch: Callable[[RetentionRun], None] | None = None,
+) -> RetentionRun:
+    """Remove records (then orphaned runner events) older than `days` days; return the ledger
+    row. Stops starting batches after `max_seconds` (status `partial`: the next run goes on).
+    An error ends the run as `failed` with the message; the batch it hit is rolled back."""
+    if days < 1:
+        raise ValueError("days must be at least 1")
+    if batch_size < 1:
+        raise ValueError("batch_size must be at least 1")
+    now = now or timezone.now()
+    cutoff = retention_cutoff(days=days, now=now)
+    fields: dict[str, Any] = {
+        "channel": channel,
+        "days": days,
+        "cutoff": cutoff,
+        "batch_size": batch_size,
+    }
+    with prune_lock() as acquired:
+        if not acquired:
+            return RetentionRun.objects.create(
+                **fields,
+                status=RetentionStatus.SKIPPED,
+                finished_at=timezone.now(),
+                error="Another prune was running; this one removed nothing.",
+            )
+        # Only the lock holder runs, so a row still marked running lost its process.
+        RetentionRun.objects.filter(status=RetentionStatus.RUNNING).update(
+            status=RetentionStatus.INTERRUPTED,
+            error="Its process stopped before it finished; the next run went on.",
+        )
+        run = RetentionRun.objects.create(**fields)
+        pruner = _Pruner(run=run, now=now, max_seconds=max_seconds, on_batch=on_batch)
+        try:
+            complete = pruner.prune_records() and pruner.prune_runner_events()
+        except Exception as exc:
+            logger.exception("retention run %s failed", run.pk)
+            pruner.finish(RetentionStatus.FAILED, error=f"{exc.__class__.__name__}: {exc}")
+        except BaseException:  # Ctrl-C, worker shutdown: say so, then let it propagate
+            pruner.finish(RetentionStatus.INTERRUPTED, error="Stopped before it finished.")
+            raise
+        else:
+            pruner.finish(RetentionStatus.DONE if complete else RetentionStatus.PARTIAL)
+    return run
+
+
+class _Pruner:
+    """One run's batches; keeps the ledger row in step with what each batch committed."""
+
+    def __init__(
+        self,
+        *,
+        run: RetentionRun,
+        now: datetime,
+        max_seconds: float | None,
+        on_batch: Callable[[RetentionRun], None] | None,
+    ) -> None:
+        self.run = run
+        self.now = now
+        self.started = time.monotonic()
+        self.max_seconds = max_seconds
+        self.on_batch = on_batch
+        self.touched: set[int] = set()
+
+    def out_of_time(self) -> bool:
+        # At least one batch always runs, so a tiny budget still makes progress.
+        return (
+            self.max_seconds is not None
+            and self.run.batches > 0
+            and time.monotonic() - self.started >= self.max_seconds
+        )
+
+    def prune_records(self) -> bool:
+        """Batches until nothing older than the cutoff is left (True) or time is up (False)."""
+        while True:
+            if self.out_of_time():
+                return False
+            with transaction.atomic():
+                pruned = _prune_record_batch(
+                    cutoff=self.run.cutoff,
+                    size=self.run.batch_size,
+                    days=self.run.days,
+                    pruned_at=self.now,
+                )
+                if pruned is None:
+                    return True
+                records, groups = pruned
+                touched = self.touched | groups
+                RetentionRun.objects.filter(pk=self.run.pk).update(
+                    batches=F("batches") + 1,
+                    records_deleted=F("records_deleted") + records,
+                    groups_touched=len(touched),
+                )
+            self.touched = touched
+            self.run.batches += 1
+            self.run.records_deleted += records
+            self.run.groups_touched = len(touched)
+            if self.on_batch is not None:
+                self.on_batch(self.run)
+
+    def prune_runner_events(self) -> bool:
+        """Runner events older than the cutoff that no remaining record points at."""
+        while True:
+            if self.out_of_time():
+                return False
+            with transaction.atomic():
+                deleted = _prune_runner_event_batch(
+                    cutoff=self.run.cutoff, size=self.run.batch_size
+                )
+                if deleted is None:
+                    return True
+                RetentionRun.objects.filter(pk=self.run.pk).update(
+                    batches=F("batches") + 1,
+                    runner_events_deleted=F("runner_events_deleted") + deleted,
+                )
+            self.run.batches += 1
+            self.run.runner_events_deleted += deleted
+            if self.on_batch is not None:
+                self.on_batch(self.run)
+
+    def finish(self, status: str, *, error: str = "") -> None:
+        touched = sorted(self.touched)
+        emptied = sum(
+            FailureGroup.objects.filter(pk__in=touched[start : start + _ID_CHUNK], count=0).count()
+            for start in range(0, len(touched), _ID_CHUNK)
+        )
+        self.run.status = status
+        self.run.error = error[:2000]
+        self.run.groups_emptied = emptied
+        self.run.finished_at = timezone.now()
+        self.run.save(update_fields=["status", "error", "groups_emptied", "finished_at"])
+
+
+_RECORD_COLUMNS = (
+    "id",
+    "group_id",
+    "occurred_at",
+    "retryable",
+    "contradictions",
+    "source",
+    "lane",
+    "execution_state",
+)
+
+
+def _prune_record_batch(
+    *, cutoff: datetime, size: int, days: int, pruned_at: datetime
+) -> tuple[int, set[int]] | None:
+    """Delete the oldest `size` records before the cutoff and take them out of their groups'
+    counters, buckets and facets. Runs inside the caller's transaction; None when none left."""
+    rows = list(
+        FailureRecord.objects.select_for_update()
+        .filter(occurred_at__lt=cutoff)
+        .order_by("occurred_at", "id")
+        .values_list(*_RECORD_COLUMNS)[:size]
+    )
+    if not rows:
+        return None
+    record_ids = [row[0] for row in rows]
+    group_ids = sorted({row[1] for row in rows})
+    # Ingest's order: group rows in id order, before any bucket or facet row.
+    list(
+        FailureGroup.objects.select_for_update(no_key=True)
+        .filter(pk__in=group_ids)
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
+    for listener in _LISTENERS:
+        listener(record_ids=record_ids, pruned_at=pruned_at, days=days)
+    _clear_remaining_pointers(record_ids)
+    deleted = _delete_ids(FailureRecord, record_ids)
+    if deleted != len(record_ids):  # the rows were locked: nobody else can have removed them
+        raise RetentionDriftError(f"deleted {deleted} of {len(record_ids)} locked records")
+
+    per_group: dict[int, list[int]] = {}
+    hours: Counter[tuple[int, datetime]] = Counter()
+    day_counts: Counter[tuple[int, datetime]] = Counter()
+    facets: Counter[tuple[int, str, str]] = Counter()
+    for _, group_id, occurred, retryable, contradictions, source, lane, state in rows:
+        totals = per_group.setdefault(group_id, [0, 0, 0])
+        totals[0] += 1
+        totals[1] += int(retryable)
+        totals[2] += int(bool(contradictions))
+        # The same UTC bins, as the same aware datetimes, as ingest counted them in.
+        hours[(group_id, hour_floor(occurred))] += 1
+        day_counts[(group_id, day_floor(occurred))] += 1
+        facets[(group_id, "source", source)] += 1
+        facets[(group_id, "lane", lane)] += 1
+        facets[(group_id, "execution_state", state)] += 1
+    try:
+        _subtract_from_groups(per_group)
+        empty_buckets = _subtract(
+            FailureGroupBucket._meta.db_table,
+            ("group_id", "hour"),
+            ("bigint", "timestamptz"),
+            hours,
+        )
+        empty_days = _subtract(
+            FailureGroupDay._meta.db_table,
+            ("group_id", "day"),
+            ("bigint", "timestamptz"),
+            day_counts,
+        )
+        empty_facets = _subtract(
+            FailureGroupFacet._meta.db_table,
+            ("group_id", "dimension", "value"),
+            ("bigint", "text", "text"),
+            facets,
+        )
+    except IntegrityError as exc:  # a CHECK (count >= 0) refused the subtraction
+        raise RetentionDriftError(
+            f"a counter of groups {group_ids[:10]} holds fewer records than it should ({exc})"
+        ) from exc
+    # An hour, day or facet with no record left has no row, as if it had never been counted.
+    _delete_ids(FailureGroupBucket, empty_buckets)
+    _delete_ids(FailureGroupDay, empty_days)
+    _delete_ids(FailureGroupFacet, empty_facets)
+    FailureGroup.objects.filter(pk__in=group_ids).filter(
+        Q(pruned_before__isnull=True) | Q(pruned_before__lt=cutoff)
+    ).update(pruned_before=cutoff)
+    return len(record_ids), set(group_ids)
+
+
+def _clear_remaining_pointers(record_ids: list[int]) -> None:
+    """Null any other SET_NULL reference to the records (as Django's delete would), so a
+    model added later without a listener never makes retention fail."""
+    # include_hidden: Quality Lab's link has related_name="+", which related_objects omits.
+    for relation in FailureRecord._meta.get_fields(include_hidden=True):
+        if not isinstance(relation, models.ForeignObjectRel):
+            continue
+        if relation.on_delete is not models.SET_NULL:
+            continue
+        name = relation.field.name
+        relation.field.model._base_manager.filter(**{f"{name}__in": record_ids}).update(
+            **{name: None}
+        )
+
+
+def _prune_runner_event_batch(*, cutoff: datetime, size: int) -> int | None:
+    backing = FailureRecord.objects.filter(runner_event=OuterRef("pk"))
+    event_ids = list(
+        RunnerEvent.objects.filter(occurred_at__lt=cutoff)
+        .exclude(Exists(backing))
+        .order_by("occurred_at", "id")
+        .values_list("pk", flat=True)[:size]
+    )
+    if not event_ids:
+        return None
+    event_table = connection.ops.quote_name(RunnerEvent._meta.db_table)
+    record_table = connection.ops.quote_name(FailureRecord._meta.db_table)
+    # Checked again in the DELETE itself: an event still backing a record stays.
+    deleted = _delete_ids(
+        RunnerEvent,
+        event_ids,
+        extra_condition=(
+            f"NOT EXISTS (SELECT 1 FROM {record_table} "
+            f"WHERE {record_table}.runner_event_id = {event_table}.id)"
+        ),
+    )
+    # None also when none of them could go, so the phase cannot select them forever.
+    return deleted or None
+
+
+def _delete_ids(model: type[models.Model], ids: Sequence[int], *, extra_condition: str = "") -> int:
+    """A plain DELETE by primary key: Django's delete() would load every row first to
+    process the SET_NULL relations, which retention has already handled."""
+    if not ids:
+        return 0
+    table = connection.ops.quote_name(model._meta.db_table)
+    deleted = 0
+    with connection.cursor() as cursor:
+        for start in range(0, len(ids), _ID_CHUNK):
+            chunk = list(ids[start : start + _ID_CHUNK])
+            condition = f" AND {extra_condition}" if extra_condition else ""
+            cursor.execute(
+                f"DELETE FROM {table} WHERE id IN ({', '.join(['%s'] * len(chunk))}){condition}",
+                chunk,
+            )
+            deleted += cursor.rowcount
+    return deleted
+
+
+def _subtract_from_groups(per_group: dict[int, list[int]]) -> None:
+    table = FailureGroup._meta.db_table
+    rows = [(group_id, *per_group[group_id]) for group_id in sorted(per_group)]
+    changed = 0
+    with connection.cursor() as cursor:
+        for source, params in _row_sources(("bigint", "bigint", "bigint", "bigint"), rows):
+            cursor.execute(
+                f"WITH d(group_id, n, r, c) AS ({source}) "
+                f"UPDATE {table} SET count = {table}.count - d.n, "
+                f"retryable_count = {table}.retryable_count - d.r, "
+                f"contradiction_count = {table}.contradiction_count - d.c, "
+                f"pruned_count = {table}.pruned_count + d.n "
+                f"FROM d WHERE {table}.id = d.group_id RETURNING id",
+                params,
+            )
+            changed += len(cursor.fetchall())
+    if changed != len(rows):
+        raise RetentionDriftError(f"{len(rows) - changed} of the records' groups are missing")
+
+
+def _subtract(
+    table: str,
+    key_columns: tuple[str, ...],
+    pg_types: tuple[str, ...],
+    amounts: Counter[Any],
+) -> list[int]:
+    """Subtract each amount from the row with its key (the same key values ingest wrote);
+    return the ids of rows now at zero. Every key must match a row."""
+    rows = sorted((*key, amount) for key, amount in amounts.items())
+    match = " AND ".join(f"{table}.{column} = d.{column}" for column in key_columns)
+    changed: list[tuple[int, int]] = []
+    with connection.cursor() as cursor:
+        for source, params in _row_sources((*pg_types, "bigint"), rows):
+            cursor.execute(
+                f"WITH d({', '.join(key_columns)}, n) AS ({source}) "
+                f"UPDATE {table} SET count = {table}.count - d.n "
+                f"FROM d WHERE {match} RETURNING id, count",
+                params,
+            )
+            changed.extend(cursor.fetchall())
+    if len(changed) != len(rows):
+        groups = sorted({row[0] for row in rows})[:10]
+        raise RetentionDriftError(
+            f"{table}: {len(rows) - len(changed)} of the {len(rows)} rows these records were "
+            f"counted in are missing (groups {groups})"
+        )
+    return [row_id for row_id, count in changed if count == 0]
