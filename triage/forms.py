@@ -58,6 +58,9 @@ class TriageFilterForm(forms.Form):
         choices=_choices(taxonomy.EXECUTION_STATES, "any execution state"), required=False
     )
     q = forms.CharField(required=False, max_length=200, label="search")
+    # Exact stage and reason: the link "all N groups" of a reason row narrows to that row.
+    stage = forms.CharField(required=False, max_length=64)
+    reason = forms.CharField(required=False, max_length=100)
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
@@ -78,7 +81,7 @@ class TriageFilterForm(forms.Form):
 
     def filters(self) -> dict[str, str]:
         data = self.cleaned_data if self.is_bound and self.is_valid() else {}
-        keys = ("collection", "source", "tool", "lane", "execution_state", "q")
+        keys = ("collection", "source", "tool", "lane", "execution_state", "q", "stage", "reason")
         chosen = {key: data[key].strip() for key in keys if data.get(key)}
         chosen["status"] = data.get("status") or ACTIVE
         return chosen

@@ -3,23 +3,40 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, TypedDict
+from functools import cached_property
+from typing import Any, NamedTuple, TypedDict
 
-from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Sum
+from django.db.models import (
+    Count,
+    DateTimeField,
+    Exists,
+    ExpressionWrapper,
+    F,
+    Func,
+    IntegerField,
+    OuterRef,
+    Q,
+    QuerySet,
+    Sum,
+    Value,
+)
 from django.utils import timezone
 
 from triage import taxonomy
 from triage.models import (
     FailureGroup,
     FailureGroupBucket,
+    FailureGroupDay,
     FailureGroupFacet,
     FailureRecord,
     IngestRejection,
     Receipt,
     Reconciliation,
 )
+from triage.timebins import day_ceil, day_floor, hour_floor
 
 
 class FailureFilters(TypedDict, total=False):
@@ -89,14 +106,32 @@ _STATUS_URGENCY = ["regressed", "open", "acknowledged", "muted", "resolved"]
 UNCERTAIN_STATES = ("started_unknown", "partially_completed")
 
 
-@dataclass
+class GroupSummary(NamedTuple):
+    """What the triage page shows of a group: read as a plain row, not a model instance,
+    because a busy fleet has thousands of groups in a day's window."""
+
+    pk: int
+    collection: str
+    stage: str
+    reason: str
+    tool: str
+    lane: str
+    status: str
+    records: int
+    retryable_records: int
+    assignee: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class GroupRow:
-    group: FailureGroup
+    group: GroupSummary
     window_count: int
 
 
 @dataclass
 class ReasonRow:
+    """One (stage, reason) line of the triage page; its figures are computed once per render."""
+
     stage: str
     reason: str
     info: taxonomy.ReasonInfo | None
@@ -104,50 +139,48 @@ class ReasonRow:
     spark: list[int] = field(default_factory=list)
     state_mix: dict[str, int] = field(default_factory=dict)
 
-    @property
+    @cached_property
     def count(self) -> int:
         return sum(row.window_count for row in self.groups)
 
-    @property
+    @cached_property
     def tools(self) -> list[str]:
         by_count: Counter[str] = Counter()
         for row in self.groups:
             by_count[row.group.tool or "(no tool)"] += row.window_count
         return [tool for tool, _ in by_count.most_common()]
 
-    @property
+    @cached_property
     def collections(self) -> list[str]:
         return sorted({row.group.collection or "(none)" for row in self.groups})
 
-    @property
+    @cached_property
     def lanes(self) -> list[str]:
         by_count: Counter[str] = Counter()
         for row in self.groups:
             by_count[row.group.lane] += row.window_count
         return [lane for lane, _ in by_count.most_common()]
 
-    @property
+    @cached_property
     def status(self) -> str:
         statuses = {row.group.status for row in self.groups}
         return next(status for status in _STATUS_URGENCY if status in statuses)
 
-    @property
+    @cached_property
     def statuses(self) -> Counter[str]:
         return Counter(row.group.status for row in self.groups)
 
-    @property
+    @cached_property
     def retryable_share(self) -> float:
-        total = sum(row.group.count for row in self.groups)
-        return sum(row.group.retryable_count for row in self.groups) / total if total else 0.0
+        total = sum(row.group.records for row in self.groups)
+        return sum(row.group.retryable_records for row in self.groups) / total if total else 0.0
 
-    @property
+    @cached_property
     def assignees(self) -> list[str]:
-        return sorted(
-            {row.group.assignee.get_username() for row in self.groups if row.group.assignee}
-        )
+        return sorted({row.group.assignee for row in self.groups if row.group.assignee})
 
-    @property
-    def top_group(self) -> FailureGroup:
+    @cached_property
+    def top_group(self) -> GroupSummary:
         return max(self.groups, key=lambda row: row.window_count).group
 
 
@@ -173,6 +206,13 @@ class TriageOverview:
     uncertain_waiting: int
     spark_bins: int
     spark_hours: int
+    spark_daily: bool
+
+    @property
+    def spark_unit(self) -> str:
+        if self.spark_daily:
+            return "day"
+        return "hour" if self.spark_bins == self.spark_hours else "bin"
 
 
 def awaiting_reconciliation() -> QuerySet[Receipt]:
@@ -198,7 +238,7 @@ def _triage_groups(*, filters: dict[str, str]) -> QuerySet[FailureGroup]:
         groups = groups.filter(status__in=["open", "acknowledged", "regressed"])
     elif status != "all":
         groups = groups.filter(status=status)
-    for name in ("collection", "tool", "lane"):
+    for name in ("collection", "tool", "lane", "stage", "reason"):
         if filters.get(name):
             groups = groups.filter(**{name: filters[name]})
     for dimension in ("source", "execution_state"):
@@ -215,82 +255,198 @@ def _triage_groups(*, filters: dict[str, str]) -> QuerySet[FailureGroup]:
     return groups
 
 
+@dataclass(frozen=True)
+class _WindowParts:
+    """A window cut along UTC midnights: whole days read the daily rollups, the partial
+    days at either end the hourly buckets. Counts stay exact, and a 30-day window reads
+    about 30 rows per group instead of 720."""
+
+    first_hour: datetime
+    end: datetime
+    first_day: datetime | None = None
+    last_day: datetime | None = None
+
+    @classmethod
+    def of(cls, start: datetime, end: datetime) -> _WindowParts:
+        first_hour = hour_floor(start)
+        first_day, last_day = day_ceil(first_hour), day_floor(end)
+        if last_day <= first_day:
+            return cls(first_hour, end)
+        return cls(first_hour, end, first_day, last_day)
+
+    def hours(self) -> Q:
+        if self.first_day is None or self.last_day is None:
+            return Q(hour__gte=self.first_hour, hour__lt=self.end)
+        return Q(hour__gte=self.first_hour, hour__lt=self.first_day) | Q(
+            hour__gte=self.last_day, hour__lt=self.end
+        )
+
+    def days(self) -> Q | None:
+        if self.first_day is None:
+            return None
+        return Q(day__gte=self.first_day, day__lt=self.last_day)
+
+
+def window_counts(*, start: datetime, end: datetime, filters: dict[str, str]) -> dict[int, int]:
+    """Records in the window per group, for the groups matching the filters that have any.
+
+    This is the one definition of "the groups the triage page shows", used by the page
+    and by bulk actions. It never reads raw records.
+    """
+    matching = _triage_groups(filters=filters).values("pk")
+    parts = _WindowParts.of(start, end)
+    sources: list[QuerySet[Any]] = [
+        FailureGroupBucket.objects.filter(parts.hours(), group__in=matching)
+    ]
+    days = parts.days()
+    if days is not None:
+        sources.append(FailureGroupDay.objects.filter(days, group__in=matching))
+    counts: Counter[int] = Counter()
+    for source in sources:
+        for group_id, total in (
+            source.values("group_id").annotate(total=Sum("count")).values_list("group_id", "total")
+        ):
+            counts[group_id] += total
+    return {group_id: count for group_id, count in counts.items() if count > 0}
+
+
 def triage_groups_in_window(
     *, start: datetime, end: datetime, filters: dict[str, str]
 ) -> QuerySet[FailureGroup]:
-    """The groups the triage page shows: matching the filters, with records in the window."""
-    in_window = Q(buckets__hour__gte=_hour_floor(start), buckets__hour__lt=end)
-    return (
-        _triage_groups(filters=filters)
-        .annotate(window_count=Sum("buckets__count", filter=in_window))
-        .filter(window_count__gt=0)
+    """The groups the triage page shows, as a queryset to act on."""
+    return FailureGroup.objects.filter(
+        pk__in=list(window_counts(start=start, end=end, filters=filters))
     )
 
 
-def _hour_floor(moment: datetime) -> datetime:
-    return moment.replace(minute=0, second=0, microsecond=0)
+class _HoursSince(Func):
+    """Whole hours from `start` to an (hour-aligned) timestamp column, computed in SQL."""
+
+    output_field = IntegerField()
+    arg_joiner = " - "
+    template = "CAST(ROUND(EXTRACT(EPOCH FROM (%(expressions)s)) / 3600) AS integer)"
+
+    def __init__(self, column: str, start: datetime) -> None:
+        super().__init__(F(column), Value(start, output_field=DateTimeField()))
+
+    def as_sqlite(self, compiler: Any, connection: Any, **extra: Any) -> Any:
+        return self.as_sql(
+            compiler,
+            connection,
+            template="CAST(ROUND((julianday(%(expressions)s)) * 24) AS integer)",
+            arg_joiner=") - julianday(",
+            **extra,
+        )
+
+
+@dataclass(frozen=True)
+class _Spark:
+    """The sparkline's bins: hours for windows up to two days; beyond, whole UTC days
+    from the daily rollups (so the first bar covers all of the window's first day)."""
+
+    start: datetime
+    hours: int
+    bins: int
+    daily: bool
+
+    @classmethod
+    def of(cls, start: datetime, end: datetime) -> _Spark:
+        hours = max(24, int((end - start).total_seconds() // 3600) + 1)
+        if hours <= 49:
+            # Never more bins than hours, or the newest hour would not reach the last bin.
+            first = hour_floor(end) - timedelta(hours=hours - 1)
+            return cls(first, hours, min(hours, 28), daily=False)
+        first = day_floor(hour_floor(start))
+        days = (day_floor(end) - first).days + 1
+        return cls(first, days * 24, days, daily=True)
+
+    def sums(self, matching: QuerySet[Any]) -> Iterator[tuple[str, str, int, int]]:
+        """(stage, reason, bin, records) summed in SQL."""
+        if self.daily:
+            rows: QuerySet[Any] = FailureGroupDay.objects.filter(
+                group__in=matching, day__gte=self.start
+            )
+            return self._binned(rows, "day")
+        rows = FailureGroupBucket.objects.filter(group__in=matching, hour__gte=self.start)
+        return self._binned(rows, "hour")
+
+    def _binned(self, rows: QuerySet[Any], column: str) -> Iterator[tuple[str, str, int, int]]:
+        index = ExpressionWrapper(
+            _HoursSince(column, self.start) * self.bins / self.hours, output_field=IntegerField()
+        )
+        yield from (
+            rows.values("group__stage", "group__reason", spark_bin=index)
+            .annotate(total=Sum("count"))
+            .values_list("group__stage", "group__reason", "spark_bin", "total")
+        )
 
 
 def triage_overview(*, start: datetime, end: datetime, filters: dict[str, str]) -> TriageOverview:
     """Everything the triage page shows, in a fixed number of queries.
 
-    Counts come from the hourly buckets kept by ingest, never from the raw records, so the
-    page costs the same at a thousand records and at millions. Windows are aligned to whole
-    hours (a "1h" window counts from the start of the previous hour).
+    Counts come from the hourly buckets and daily rollups kept by ingest, never from the
+    raw records, so the page costs the same at a thousand records and at millions. Windows
+    are aligned to whole hours (a "1h" window counts from the start of the previous hour).
+    Groups are read as plain values and every read selects them by the filters in SQL,
+    never by a list of thousands of ids.
     """
-    groups = list(
-        triage_groups_in_window(start=start, end=end, filters=filters)
-        .select_related("assignee")
-        .order_by("-window_count", "-last_seen")
+    counts = window_counts(start=start, end=end, filters=filters)
+    matching = _triage_groups(filters=filters)
+    # Newest first in SQL; the stable sort by count below keeps that order among equals.
+    rows = matching.order_by("-last_seen", "-pk").values_list(
+        *GroupSummary._fields[:-3], "count", "retryable_count", "assignee__username"
     )
-    spark_hours = max(24, int((end - start).total_seconds() // 3600) + 1)
-    spark_bins = 24 if spark_hours <= 24 else 28 if spark_hours <= 7 * 24 else 30
-    spark_start = _hour_floor(end) - timedelta(hours=spark_hours - 1)
-    ids = [group.pk for group in groups]
+    groups = sorted(
+        (
+            GroupRow(GroupSummary._make(values), counts[values[0]])
+            for values in rows
+            if values[0] in counts
+        ),
+        key=lambda row: -row.window_count,
+    )
+    spark = _Spark.of(start, end)
     by_key: dict[tuple[str, str], ReasonRow] = {}
-    for group in groups:
-        key = (group.stage, group.reason)
+    for row in groups:
+        key = (row.group.stage, row.group.reason)
         if key not in by_key:
             by_key[key] = ReasonRow(
-                group.stage,
-                group.reason,
-                taxonomy.reason_info(group.reason),
-                spark=[0] * spark_bins,
+                row.group.stage,
+                row.group.reason,
+                taxonomy.reason_info(row.group.reason),
+                spark=[0] * spark.bins,
             )
-        by_key[key].groups.append(GroupRow(group, group.window_count))  # type: ignore[attr-defined]
-    group_key = {group.pk: (group.stage, group.reason) for group in groups}
-    bin_hours = spark_hours / spark_bins
-    for group_id, hour, count in (
-        FailureGroupBucket.objects.filter(group_id__in=ids, hour__gte=spark_start)
-        .values_list("group_id", "hour", "count")
-        .iterator()
-    ):
-        index = min(spark_bins - 1, int(((hour - spark_start).total_seconds() / 3600) / bin_hours))
-        by_key[group_key[group_id]].spark[index] += count
+        by_key[key].groups.append(row)
+    group_key = {row.group.pk: (row.group.stage, row.group.reason) for row in groups}
+    # What is not on the page is skipped: with the 1h window the line spans the day, and
+    # so also counts the reason's matching groups that were quiet in the last hour.
+    for stage, reason, index, count in spark.sums(matching.values("pk")):
+        if (stage, reason) in by_key:
+            by_key[(stage, reason)].spark[min(spark.bins - 1, max(0, index))] += count
     for group_id, value, count in FailureGroupFacet.objects.filter(
-        group_id__in=ids, dimension="execution_state"
+        group__in=matching.values("pk"), dimension="execution_state"
     ).values_list("group_id", "value", "count"):
-        mix = by_key[group_key[group_id]].state_mix
-        mix[value] = mix.get(value, 0) + count
+        if group_id in group_key:
+            mix = by_key[group_key[group_id]].state_mix
+            mix[value] = mix.get(value, 0) + count
 
     sections: dict[str, StageSection] = {}
-    for row in sorted(by_key.values(), key=lambda r: (taxonomy.stage_index(r.stage), -r.count)):
-        if row.stage not in sections:
-            info = taxonomy.STAGE_INFO.get(row.stage)
-            sections[row.stage] = StageSection(
-                row.stage, info.title if info else row.stage, info is not None, []
+    for line in sorted(by_key.values(), key=lambda r: (taxonomy.stage_index(r.stage), -r.count)):
+        if line.stage not in sections:
+            info = taxonomy.STAGE_INFO.get(line.stage)
+            sections[line.stage] = StageSection(
+                line.stage, info.title if info else line.stage, info is not None, []
             )
-        sections[row.stage].rows.append(row)
-    uncertain = awaiting_reconciliation().count()
+        sections[line.stage].rows.append(line)
     return TriageOverview(
         sections=list(sections.values()),
-        group_ids=ids,
-        total=sum(row.count for row in by_key.values()),
-        open_groups=sum(1 for g in groups if g.status in ("open", "regressed")),
-        regressed_groups=sum(1 for g in groups if g.status == "regressed"),
-        uncertain_waiting=uncertain,
-        spark_bins=spark_bins,
-        spark_hours=spark_hours,
+        group_ids=[row.group.pk for row in groups],
+        total=sum(counts.values()),
+        open_groups=sum(1 for row in groups if row.group.status in ("open", "regressed")),
+        regressed_groups=sum(1 for row in groups if row.group.status == "regressed"),
+        uncertain_waiting=awaiting_reconciliation().count(),
+        spark_bins=spark.bins,
+        spark_hours=spark.hours,
+        spark_daily=spark.daily,
     )
 
 
@@ -310,8 +466,11 @@ def group_records(*, group: FailureGroup, before: str | None, size: int = 25) ->
     if before:
         stamp, _, record_id = before.partition("_")
         moment = datetime.fromisoformat(stamp)
-        records = records.filter(
-            Q(occurred_at__lt=moment) | Q(occurred_at=moment, id__lt=int(record_id))
+        # "Before (moment, id)" as a range plus an exclusion, not an OR: PostgreSQL then
+        # walks the (group, occurred_at) index from the cursor and stops after one page,
+        # instead of collecting every older record of the group and sorting them.
+        records = records.filter(occurred_at__lte=moment).exclude(
+            occurred_at=moment, id__gte=int(record_id)
         )
     page = list(records[: size + 1])
     older = None
@@ -324,7 +483,7 @@ def group_records(*, group: FailureGroup, before: str | None, size: int = 25) ->
 
 def group_timeline(*, group: FailureGroup, days: int = 14) -> tuple[list[int], datetime]:
     """Records per hour over the last `days` days, for the group page's timeline."""
-    end = _hour_floor(timezone.now())
+    end = hour_floor(timezone.now())
     start = end - timedelta(hours=days * 24 - 1)
     values = [0] * (days * 24)
     for hour, count in group.buckets.filter(hour__gte=start).values_list("hour", "count"):

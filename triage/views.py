@@ -10,7 +10,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, QueryDi
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.utils import timezone
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_POST, require_safe
 from django_htmx.http import push_url
 
 from triage import roles, selectors, taxonomy
@@ -22,6 +22,7 @@ from triage.services import GroupActionError, bulk_action_undo, group_act, group
 BULK_ACTIONS = ("acknowledge", "resolve", "mute", "reopen", "assign")
 
 
+@require_safe
 @login_required
 @permission_required("triage.view_failuregroup", raise_exception=True)
 def triage_page(request: HttpRequest) -> HttpResponse:
@@ -32,12 +33,16 @@ def triage_page(request: HttpRequest) -> HttpResponse:
     overview = selectors.triage_overview(start=window.start, end=window.end, filters=filters)
     # The shareable URL of this view: only the filters that are set.
     query = urlencode([(key, value) for key, value in request.GET.items() if value])
+    query_without_reason = urlencode(
+        [(k, v) for k, v in request.GET.items() if v and k not in ("stage", "reason")]
+    )
     context = {
         "form": form,
         "window": window,
         "filters": filters,
         "overview": overview,
         "query": query,
+        "query_without_reason": query_without_reason,
         "bulk_form": BulkActionForm(),
         "bulk_actions": BULK_ACTIONS,
         "can_act": request.user.has_perm(roles.ACT_ON_GROUP),
@@ -58,6 +63,7 @@ def _last_bulk(request: HttpRequest) -> BulkAction | None:
     ).first()
 
 
+@require_safe
 @login_required
 @permission_required("triage.view_failuregroup", raise_exception=True)
 def group_page(request: HttpRequest, group_id: int) -> HttpResponse:

@@ -338,3 +338,93 @@ def test_undo_leaves_groups_someone_changed_since(traffic: Any, client_as: Any) 
     changed.refresh_from_db()
     assert changed.status == GroupStatus.RESOLVED
     assert FailureGroup.objects.get(pk=shown[1]).status == GroupStatus.OPEN
+
+
+def test_sparkline_bins_are_summed_per_reason_in_the_right_place(
+    ingest_client: APIClient,
+) -> None:
+    from triage.selectors import triage_overview
+
+    now = timezone.now()
+    hours_ago = [0, 0, 1, 30, 24 * 6, 24 * 29]  # two in the current hour, one a month back
+    ingest(
+        ingest_client,
+        [
+            failure_item(occurred_at=(now - timedelta(hours=h)).isoformat(), tool=f"tool{h % 2}")
+            for h in hours_ago
+        ],
+    )
+    day = triage_overview(start=now - timedelta(hours=24), end=now, filters={})
+    (row,) = day.sections[0].rows
+    assert len(row.spark) == 25 and sum(row.spark) == 3  # 24 whole hours and the current one
+    assert row.spark[-1] == 2 and row.spark[-2] == 1  # one bin per hour, newest last
+    month = triage_overview(start=now - timedelta(days=30), end=now, filters={})
+    (row,) = month.sections[0].rows
+    assert month.spark_daily and len(row.spark) == 31  # UTC days, today's included
+    assert sum(row.spark) == len(hours_ago) and row.count == len(hours_ago)
+    assert row.spark[1] == 1  # 29 days back is the second day of the line
+    assert row.spark[-1] + row.spark[-2] >= 3  # the last hour's three, today or yesterday
+
+
+@pytest.mark.parametrize(
+    ("start_hours_ago", "end_hours_ago"),
+    [(1, 0), (24, 0), (47, 3), (24 * 7, 0), (24 * 30, 0), (24 * 9 + 5, 24 * 2 + 7)],
+)
+def test_window_counts_from_rollups_equal_the_records_in_the_window(
+    ingest_client: APIClient, start_hours_ago: int, end_hours_ago: int
+) -> None:
+    import random
+
+    from triage.models import FailureRecord
+    from triage.selectors import window_counts
+    from triage.timebins import hour_floor
+
+    now = timezone.now()
+    rng = random.Random(start_hours_ago * 31 + end_hours_ago)
+    ingest(
+        ingest_client,
+        [
+            failure_item(
+                occurred_at=(now - timedelta(minutes=rng.uniform(0, 60 * 24 * 32))).isoformat(),
+                tool=f"tool{rng.randrange(4)}",
+            )
+            for _ in range(600)
+        ]
+        # and some in the hours at both edges of the window
+        + [
+            failure_item(occurred_at=(now - timedelta(hours=hours, minutes=m)).isoformat())
+            for hours in (start_hours_ago, end_hours_ago)
+            for m in (-50, -5, 5, 25, 50)
+            if hours * 60 + m > 0
+        ],
+    )
+    start = now - timedelta(hours=start_hours_ago, minutes=17)
+    end = now - timedelta(hours=end_hours_ago)
+    counts = window_counts(start=start, end=end, filters={})
+    # Windows are whole hours: from the start's hour to the end of the end's hour.
+    expected: dict[int, int] = {}
+    for record in FailureRecord.objects.filter(
+        occurred_at__gte=hour_floor(start), occurred_at__lt=hour_floor(end) + timedelta(hours=1)
+    ):
+        expected[record.group_id] = expected.get(record.group_id, 0) + 1
+    assert counts == expected and sum(counts.values()) > 0
+
+
+def test_a_reason_row_links_to_its_groups_and_the_narrowed_page_lists_them(
+    ingest_client: APIClient, client_as: Any
+) -> None:
+    tools = [f"tool{number:02d}" for number in range(8)]
+    ingest(ingest_client, [failure_item(occurred_at=recent(), tool=tool) for tool in tools])
+    ingest(ingest_client, [failure_item(stage="synthesize", reason="cycle", occurred_at=recent())])
+    client = client_as("viewer")
+    page = client.get("/?window=7d").content.decode()
+    first = FailureGroup.objects.filter(tool=tools[0]).get()
+    link = f"/?window=7d&amp;stage={first.stage}&amp;reason={first.reason}"
+    assert f'href="{link}">its 8 groups, by tool and collection' in page
+    assert '<span class="code">tool00</span> in' not in page  # listed on the narrowed page only
+    narrowed = client.get(link.replace("&amp;", "&")).content.decode()
+    results = narrowed.split('id="results"')[1]
+    assert all(f'<span class="code">{tool}</span> in' in results for tool in tools)
+    assert "cycle" not in results  # the other reason is filtered out
+    assert f'name="reason" value="{first.reason}"' in narrowed  # kept when other filters change
+    assert 'aria-label="show every reason"' in narrowed

@@ -14,7 +14,9 @@ register = template.Library()
 
 
 @register.simple_tag
-def sparkline(values: list[int], width: int = 120, height: int = 20, label: str = "") -> SafeString:
+def sparkline(
+    values: list[int], width: int = 120, height: int = 20, label: str = "", unit: str = "bin"
+) -> SafeString:
     """Bars, one per bin, scaled to the largest; an empty bin is a 1px baseline."""
     if not values:
         return mark_safe("")
@@ -28,7 +30,7 @@ def sparkline(values: list[int], width: int = 120, height: int = 20, label: str 
                 f'<rect x="{index * step:.1f}" y="{height - bar:.1f}" '
                 f'width="{max(step - 1, 1):.1f}" height="{bar:.1f}"></rect>'
             )
-    title = escape(label or f"{sum(values)} records, peak {top} per bin")
+    title = escape(label or f"{sum(values)} records, peak {top} per {unit}")
     return mark_safe(
         f'<svg class="spark" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
         f'role="img" aria-label="{title}"><title>{title}</title>{"".join(bars)}</svg>'

@@ -1,0 +1,529 @@
+"""Do the pages stay fast at a million records? Triage, group and read API at 100k and 1M.
+
+    .venv/bin/python bench/triage_scale.py [--sizes 100000,1000000] [--repeat 40]
+        [--jobs 2] [--batch 1000] [--database-url URL] [--reuse] [--strict]
+
+What one run does:
+
+1. Creates the database if it is missing (default
+   ``postgres://postgres@127.0.0.1:5432/triage_scale``), migrates it and empties every
+   triage table (``--reuse`` keeps what an earlier run loaded when the record count
+   already matches the first size).
+2. Loads failure records up to each size in turn through ``triage.ingest.batch_ingest``,
+   the write path of the ingest API (scrubbing, classification, claims, group counters,
+   hourly buckets, facets), in batches of 1,000 from ``--jobs`` processes. The traffic is
+   a fleet's month: the catalog's 9 stages and every catalog reason with a long tail
+   (Zipf weights, plus a few reasons the catalog does not know), 50 tools in 5
+   collections, 30 days with a day-night rhythm and a dozen bursts where one tool and
+   reason spike for an hour or three.
+3. After each load, ``VACUUM ANALYZE`` (what autovacuum does on its own after a bulk
+   load) and then the measurement: every endpoint is requested ``--repeat`` times, in
+   interleaved rounds so that noise from the machine falls on all of them alike, through
+   Django's full request path (middleware, session auth or API-key auth, view, template)
+   with production settings (``DJANGO_DEBUG=0``). The figure is server time: from the
+   request entering Django to the rendered response, without a network or a browser.
+4. Prints p50 and p95 per endpoint at each size, the ratio of the largest size to the
+   smallest, and PASS/MISS against the targets (triage page p95 under 100 ms at 1M, and
+   within 1.5x of the 100k figure). Misses fail the exit status only with ``--strict``.
+
+Endpoints: the triage page with its defaults (last 24 hours, active groups), the triage
+page filtered (7 days, one collection, one lane; and 30 days, any status, one execution
+state), the page of the largest group (first page, and a page 30 days deep by its
+cursor), and the read API (newest failures, failures of one stage and reason, groups).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import multiprocessing
+import os
+import random
+import statistics
+import sys
+import time
+import urllib.parse
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench.ingest import app_env, empty_tables, ensure_database, manage  # noqa: E402
+
+DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/triage_scale"
+TARGET_P95_MS = 100.0
+TARGET_RATIO = 1.5
+DAYS = 30
+SEED = 20261129
+
+# 5 collections x 10 tools, each with its HTTP method (reads, writes, sends).
+COLLECTIONS: dict[str, tuple[str, ...]] = {
+    "shop-orders": (
+        "getOrderDetail",
+        "listOrders",
+        "getOrderItems",
+        "cancelOrder",
+        "requestRefund",
+        "createReturn",
+        "getInvoice",
+        "listInvoices",
+        "sendInvoiceEmail",
+        "applyCoupon",
+    ),
+    "shop-members": (
+        "getMemberProfile",
+        "updateMemberProfile",
+        "getMemberGrade",
+        "listAddresses",
+        "changeDeliveryAddress",
+        "registerMember",
+        "getPointBalance",
+        "redeemPoints",
+        "listWishlist",
+        "deleteMemberAccount",
+    ),
+    "shop-logistics": (
+        "getDeliveryStatus",
+        "trackShipment",
+        "listWarehouses",
+        "reserveStock",
+        "releaseStock",
+        "scheduleDelivery",
+        "reschedulePickup",
+        "getCarrierQuote",
+        "printShippingLabel",
+        "notifyCarrier",
+    ),
+    "payments": (
+        "authorizePayment",
+        "capturePayment",
+        "voidAuthorization",
+        "refundPayment",
+        "getPaymentStatus",
+        "listPaymentMethods",
+        "addPaymentMethod",
+        "verify3ds",
+        "getSettlementReport",
+        "chargeSubscription",
+    ),
+    "support-desk": (
+        "searchFaq",
+        "createTicket",
+        "getTicket",
+        "updateTicket",
+        "escalateTicket",
+        "listAgents",
+        "sendSurvey",
+        "summarizeConversation",
+        "translateMessage",
+        "closeTicket",
+    ),
+}
+# Reasons of adapters the catalog does not know: the unmapped long tail.
+UNMAPPED = (("execute", "vendor_quota_exceeded"), ("service", "adapter_schema_drift"))
+SOURCES = (("runtime", 86), ("log", 9), ("quality_lab", 5))
+BURSTS = 12
+
+
+# --- a fleet's month of failures -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Burst:
+    start: datetime
+    hours: float
+    stage: str
+    reason: str
+    collection: str
+    tool: str
+
+
+@dataclass
+class Traffic:
+    """Deterministic generator of failure items; every process builds the same one."""
+
+    now: datetime
+    reasons: list[tuple[str, str]] = field(default_factory=list)
+    reason_weights: list[float] = field(default_factory=list)
+    tools: list[tuple[str, str]] = field(default_factory=list)
+    tool_weights: list[float] = field(default_factory=list)
+    hour_weights: list[float] = field(default_factory=list)
+    bursts: list[Burst] = field(default_factory=list)
+
+    @classmethod
+    def build(cls, now: datetime) -> Traffic:
+        from triage import taxonomy
+
+        rng = random.Random(SEED)
+        catalog = [(info.stage, info.code) for info in taxonomy.REASONS.values()]
+        rng.shuffle(catalog)  # which reasons are common is arbitrary, the shape is not
+        reasons = [*catalog, *UNMAPPED]
+        reason_weights = [1 / (rank + 1) ** 1.2 for rank in range(len(catalog))]
+        reason_weights += [reason_weights[-1] / 2] * len(UNMAPPED)
+        tools = [(collection, tool) for collection, names in COLLECTIONS.items() for tool in names]
+        rng.shuffle(tools)
+        tool_weights = [1 / (rank + 1) ** 0.9 for rank in range(len(tools))]
+        # Busy in the (Korean) day, quiet at night: hour 0..23 of the day in UTC+9.
+        hour_weights = [
+            1.0 + 0.8 * math.sin((((hour + 9) % 24) - 8) / 24 * 2 * math.pi) for hour in range(24)
+        ]
+        traffic = cls(now, reasons, reason_weights, tools, tool_weights, hour_weights)
+        for _ in range(BURSTS):
+            stage, reason = rng.choices(catalog[:20])[0]
+            collection, tool = rng.choice(tools)
+            start = now - timedelta(hours=rng.uniform(3, DAYS * 24 - 3))
+            traffic.bursts.append(Burst(start, rng.uniform(1, 3), stage, reason, collection, tool))
+        return traffic
+
+    def items(self, start: int, count: int, *, prefix: str) -> Iterator[dict[str, Any]]:
+        """Items number `start` to `start + count`; the same numbers give the same items."""
+        for number in range(start, start + count):
+            rng = random.Random(SEED * 1_000_003 + number)
+            yield {"type": "failure", "id": f"{prefix}-{number:08d}", "body": self._body(rng)}
+
+    def _body(self, rng: random.Random) -> dict[str, Any]:
+        if rng.random() < 0.15:
+            burst = rng.choice(self.bursts)
+            occurred = burst.start + timedelta(hours=rng.uniform(0, burst.hours))
+            stage, reason, collection, tool = (
+                burst.stage,
+                burst.reason,
+                burst.collection,
+                burst.tool,
+            )
+        else:
+            day = rng.randrange(DAYS)
+            hour = rng.choices(range(24), self.hour_weights)[0]
+            midnight = (self.now - timedelta(days=day)).replace(
+                hour=0, minute=0, second=0, microsecond=0
+            )
+            occurred = midnight + timedelta(hours=hour, seconds=rng.uniform(0, 3600))
+            if occurred > self.now:
+                occurred = self.now - timedelta(seconds=rng.uniform(1, 86_400))
+            stage, reason = rng.choices(self.reasons, self.reason_weights)[0]
+            collection, tool = rng.choices(self.tools, self.tool_weights)[0]
+        if stage == "retrieve" and reason == "no_candidates":
+            tool = ""  # nothing was retrieved, so there is no tool
+        source = rng.choices([name for name, _ in SOURCES], [weight for _, weight in SOURCES])[0]
+        return {
+            "stage": stage,
+            "reason": reason,
+            "message": f"{reason} in {tool or 'retrieval'} (attempt {rng.randint(1, 3)})",
+            "tool": tool,
+            "collection": collection,
+            "plan_id": f"plan_{rng.getrandbits(32):08x}",
+            "step_id": f"s{rng.randint(1, 4)}",
+            "evidence": {
+                "request_id": f"req_{rng.getrandbits(64):016x}",
+                "latency_ms": rng.randint(3, 15_000),
+                "top_k": 5,
+            },
+            "occurred_at": occurred.isoformat(),
+            "graph_tool_call_version": "0.47.0",
+            "source": source,
+            "trace_id": f"{rng.getrandbits(128):032x}",
+        }
+
+
+# --- loading through the ingest write path ---------------------------------------------------
+
+
+def _setup_django() -> None:
+    import logging
+
+    import django
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    django.setup()
+    logging.getLogger("axes").setLevel(logging.WARNING)  # one sign-in per measurement
+
+
+def _load_chunk(task: tuple[int, int, int, str]) -> int:
+    """One process's share: items [start, start + count) in batches; the records stored."""
+    start, count, batch, now_iso = task
+    from triage.ingest import batch_ingest
+
+    traffic = _traffic(now_iso)
+    stored = 0
+    items = list(traffic.items(start, count, prefix="scale"))
+    for offset in range(0, len(items), batch):
+        outcome = batch_ingest(owner="scale-bench", items=items[offset : offset + batch])
+        accepted = outcome.as_dict()["accepted"]
+        if accepted != len(items[offset : offset + batch]):
+            raise RuntimeError(f"batch at {start + offset}: {outcome.as_dict()}")
+        stored += accepted
+    return stored
+
+
+_TRAFFIC: dict[str, Traffic] = {}
+
+
+def _traffic(now_iso: str) -> Traffic:
+    if now_iso not in _TRAFFIC:
+        _TRAFFIC[now_iso] = Traffic.build(datetime.fromisoformat(now_iso))
+    return _TRAFFIC[now_iso]
+
+
+def load(*, start: int, end: int, jobs: int, batch: int, now: datetime) -> float:
+    """Ingest items [start, end) from `jobs` processes; returns records per second."""
+    chunk = 10 * batch
+    tasks = [
+        (offset, min(chunk, end - offset), batch, now.isoformat())
+        for offset in range(start, end, chunk)
+    ]
+    started = time.perf_counter()
+    done = 0
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(jobs, initializer=_setup_django) as pool:
+        tty = sys.stdout.isatty()
+        for stored in pool.imap_unordered(_load_chunk, tasks):
+            done += stored
+            if tty or (start + done) % 100_000 == 0 or start + done == end:
+                elapsed = time.perf_counter() - started
+                print(
+                    f"{chr(13) if tty else ''}  loaded {start + done:>9,} / {end:,} records"
+                    f"  ({done / elapsed:,.0f} records/s)",
+                    end="" if tty else "\n",
+                    flush=True,
+                )
+    if tty:
+        print()
+    return (end - start) / (time.perf_counter() - started)
+
+
+def vacuum_analyze(database_url: str) -> None:
+    import psycopg
+
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute("VACUUM ANALYZE")
+
+
+def table_counts() -> dict[str, int]:
+    from triage.models import FailureGroup, FailureGroupBucket, FailureGroupFacet, FailureRecord
+
+    return {
+        "records": FailureRecord.objects.count(),
+        "groups": FailureGroup.objects.count(),
+        "buckets": FailureGroupBucket.objects.count(),
+        "facets": FailureGroupFacet.objects.count(),
+    }
+
+
+# --- measuring -------------------------------------------------------------------------------
+
+
+@dataclass
+class Endpoint:
+    label: str
+    url: str
+    api: bool = False
+    triage_page: bool = False
+
+
+@dataclass
+class Timing:
+    label: str
+    samples_ms: list[float]
+    queries: int
+
+    @property
+    def p50(self) -> float:
+        return statistics.median(self.samples_ms)
+
+    @property
+    def p95(self) -> float:
+        ordered = sorted(self.samples_ms)
+        return ordered[min(len(ordered) - 1, math.ceil(0.95 * len(ordered)) - 1)]
+
+
+def endpoints() -> list[Endpoint]:
+    from triage.models import FailureGroup, FailureRecord
+
+    largest = FailureGroup.objects.order_by("-count").first()
+    if largest is None:
+        raise SystemExit("no groups: nothing was loaded")
+    month_ago = datetime.now(UTC) - timedelta(days=DAYS - 1)
+    deep = (
+        FailureRecord.objects.filter(group=largest, occurred_at__lt=month_ago)
+        .order_by("-occurred_at", "-id")
+        .values_list("occurred_at", "id")
+        .first()
+    )
+    group_url = f"/triage/groups/{largest.pk}/"
+    deep_url = group_url
+    if deep is not None:
+        deep_url += "?" + urllib.parse.urlencode({"before": f"{deep[0].isoformat()}_{deep[1]}"})
+    collection = next(iter(COLLECTIONS))
+    return [
+        Endpoint("triage page, defaults (24h, active)", "/", triage_page=True),
+        Endpoint(
+            "triage page, 7d + collection + lane",
+            f"/?window=7d&collection={collection}&lane=manual_investigation",
+            triage_page=True,
+        ),
+        Endpoint(
+            "triage page, 30d + any status + state",
+            "/?window=30d&status=all&execution_state=started_unknown",
+            triage_page=True,
+        ),
+        Endpoint("group page, largest group", group_url),
+        Endpoint("group page, 30 days deep", deep_url),
+        Endpoint("API failures, newest 100", "/api/v1/failures", api=True),
+        Endpoint(
+            f"API failures, {largest.stage}/{largest.reason}",
+            f"/api/v1/failures?stage={largest.stage}&reason={largest.reason}",
+            api=True,
+        ),
+        Endpoint("API groups, recently seen", "/api/v1/groups", api=True),
+    ]
+
+
+def clients() -> tuple[Any, Any]:
+    """A signed-in operator's browser and a runtime's API client with the read scope."""
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    from triage import roles
+    from triage.models import ApiKey
+    from triage.services import api_key_create
+
+    user, _ = get_user_model().objects.get_or_create(username="scale-operator")
+    user.groups.add(roles.ensure_role_group("operator"))
+    browser = Client()
+    browser.force_login(user)
+    ApiKey.objects.filter(name="scale-reader").delete()
+    _, key = api_key_create(name="scale-reader", scopes=["read"])
+    return browser, Client(HTTP_AUTHORIZATION=f"Bearer {key}")
+
+
+def measure(repeat: int) -> list[Timing]:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    browser, api = clients()
+    targets = endpoints()
+    queries: dict[str, int] = {}
+
+    def get(endpoint: Endpoint) -> float:
+        client = api if endpoint.api else browser
+        started = time.perf_counter()
+        response = client.get(endpoint.url)
+        elapsed = (time.perf_counter() - started) * 1000
+        if response.status_code != 200:
+            raise SystemExit(f"{endpoint.url}: HTTP {response.status_code}")
+        return elapsed
+
+    for endpoint in targets:  # warm caches, connections and templates; count queries once
+        get(endpoint)
+        with CaptureQueriesContext(connection) as captured:
+            get(endpoint)
+        queries[endpoint.label] = len(captured)
+    samples: dict[str, list[float]] = {endpoint.label: [] for endpoint in targets}
+    for _ in range(repeat):
+        for endpoint in targets:
+            samples[endpoint.label].append(get(endpoint))
+    return [Timing(e.label, samples[e.label], queries[e.label]) for e in targets]
+
+
+# --- report ----------------------------------------------------------------------------------
+
+
+@dataclass
+class SizeResult:
+    size: int
+    load_rate: float | None
+    counts: dict[str, int]
+    timings: list[Timing]
+
+
+def report(results: list[SizeResult]) -> bool:
+    small, large = results[0], results[-1]
+    print()
+    for result in results:
+        counts = ", ".join(f"{value:,} {name}" for name, value in result.counts.items())
+        rate = f", loaded at {result.load_rate:,.0f} records/s" if result.load_rate else ""
+        print(f"{result.size:,} records: {counts}{rate}")
+    print()
+    sizes = [f"{result.size // 1000:,}k" for result in results]
+    header = f"{'endpoint':<40}{'queries':>8}"
+    for size in sizes:
+        header += f"{size + ' p50':>12}{size + ' p95':>12}"
+    header += f"{'p95 ratio':>11}"
+    print(header)
+    print("-" * len(header))
+    passed = True
+    for index, timing in enumerate(large.timings):
+        line = f"{timing.label:<40}{timing.queries:>8}"
+        for result in results:
+            line += f"{result.timings[index].p50:>10.1f}ms{result.timings[index].p95:>10.1f}ms"
+        ratio = timing.p95 / small.timings[index].p95
+        line += f"{ratio:>10.2f}x"
+        print(line)
+    print()
+    for index, endpoint in enumerate(endpoints()):
+        if not endpoint.triage_page:
+            continue
+        p95 = large.timings[index].p95
+        ratio = p95 / small.timings[index].p95
+        fast = p95 < TARGET_P95_MS
+        flat = ratio <= TARGET_RATIO
+        passed = passed and fast and flat
+        print(
+            f"{'PASS' if fast and flat else 'MISS'}  {endpoint.label}: p95 {p95:.1f} ms at "
+            f"{large.size:,} (target < {TARGET_P95_MS:.0f} ms), {ratio:.2f}x the "
+            f"{small.size:,} figure (target <= {TARGET_RATIO}x)"
+        )
+    return passed
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="100000,1000000")
+    parser.add_argument("--repeat", type=int, default=40)
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--batch", type=int, default=1000)
+    parser.add_argument("--database-url", default=DEFAULT_DATABASE_URL)
+    parser.add_argument("--reuse", action="store_true", help="keep records already loaded")
+    parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
+    args = parser.parse_args(argv)
+    sizes = sorted(int(size) for size in args.sizes.split(","))
+
+    env = app_env(args.database_url)
+    env["DJANGO_ALLOWED_HOSTS"] = "testserver,127.0.0.1,localhost"
+    os.environ.update(env)
+    ensure_database(args.database_url)
+    manage(env, "migrate", "--noinput", "-v", "0")
+    manage(env, "collectstatic", "--noinput", "-v", "0")  # production pages need the manifest
+    _setup_django()
+    from triage.models import FailureRecord
+
+    loaded = FailureRecord.objects.count()
+    if not (args.reuse and loaded in sizes):
+        empty_tables(args.database_url, keep=frozenset())
+        loaded = 0
+    now = datetime.now(UTC)
+    results: list[SizeResult] = []
+    for size in sizes:
+        rate: float | None = None
+        if loaded < size:
+            print(f"loading {size - loaded:,} records ({args.jobs} processes)")
+            rate = load(start=loaded, end=size, jobs=args.jobs, batch=args.batch, now=now)
+            loaded = size
+        elif loaded > size:
+            continue  # --reuse with more records than this size: it cannot be measured
+        vacuum_analyze(args.database_url)
+        print(f"measuring at {size:,} records ({args.repeat} rounds)")
+        results.append(SizeResult(size, rate, table_counts(), measure(args.repeat)))
+    if len(results) < 2:
+        raise SystemExit("need two sizes to compare; drop --reuse or pass --sizes")
+    passed = report(results)
+    return 0 if passed or not args.strict else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
