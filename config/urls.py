@@ -5,12 +5,14 @@ from django.contrib.auth import views as auth_views
 from django.db import connection
 from django.http import HttpRequest, JsonResponse
 from django.urls import include, path
+from django.views.decorators.http import require_http_methods, require_safe
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from learning.api_urls import urlpatterns as learning_api_urls
 from triage.urls import api_urlpatterns
 
 
+@require_safe
 def healthz(request: HttpRequest) -> JsonResponse:
     """Liveness with a database round trip, for load balancers and the demo launcher."""
     try:
@@ -23,7 +25,12 @@ def healthz(request: HttpRequest) -> JsonResponse:
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    # Django's sign-in view takes PUT as a POST: it answers GET and POST only.
+    path(
+        "accounts/login/",
+        require_http_methods(["GET", "POST"])(auth_views.LoginView.as_view()),
+        name="login",
+    ),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("api/v1/", include((api_urlpatterns, "api"))),

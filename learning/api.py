@@ -48,6 +48,7 @@ class SuggestionExportSerializer(serializers.Serializer[None]):
 
 class SuggestionExportApi(APIView):
     permission_classes = [HasReadScope]
+    session_permission = "learning.view_suggestion"
 
     @extend_schema(
         operation_id="learning_suggestions_export",

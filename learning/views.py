@@ -14,7 +14,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_POST, require_safe
 from django_htmx.http import push_url
 
 from learning import selectors, services
@@ -41,6 +41,7 @@ def _decision_context(request: HttpRequest) -> dict[str, Any]:
     }
 
 
+@require_safe
 @login_required
 @permission_required(VIEW_SUGGESTIONS, raise_exception=True)
 def review_page(request: HttpRequest) -> HttpResponse:
@@ -76,6 +77,7 @@ def review_page(request: HttpRequest) -> HttpResponse:
     return render(request, "learning/review.html", context)
 
 
+@require_safe
 @login_required
 @permission_required(VIEW_SUGGESTIONS, raise_exception=True)
 def suggestion_page(request: HttpRequest, suggestion_id: int) -> HttpResponse:

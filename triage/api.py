@@ -101,6 +101,7 @@ class _FilteredList(generics.ListAPIView):
 
 @extend_schema(parameters=[FailureFilterSerializer], summary="Normalized failure records")
 class FailureListApi(_FilteredList):
+    session_permission = "triage.view_failurerecord"
     serializer_class = FailureRecordSerializer
     pagination_class = _NewestFirst
 
@@ -110,6 +111,7 @@ class FailureListApi(_FilteredList):
 
 @extend_schema(parameters=[FailureFilterSerializer], summary="Failure groups with counters")
 class GroupListApi(_FilteredList):
+    session_permission = "triage.view_failuregroup"
     serializer_class = FailureGroupSerializer
     pagination_class = _RecentlySeenFirst
 

@@ -88,7 +88,8 @@ class ApiKeyAuthenticationScheme(OpenApiAuthenticationExtension):
 
 class _ScopePermission(BasePermission):
     scope = ""
-    # Signed-in people may use read endpoints from their browser; writes need a key.
+    # Signed-in people may use read endpoints from their browser, with the permission the
+    # view names in `session_permission` (as its page asks); writes need a key.
     allow_session_users = False
 
     def has_permission(self, request: Request, view: Any) -> bool:
@@ -103,10 +104,16 @@ class _ScopePermission(BasePermission):
             raise exceptions.NotAuthenticated(
                 "Send an API key: Authorization: Bearer <key>.", code="missing_api_key"
             )
-        if self.allow_session_users:
+        if not self.allow_session_users:
+            raise exceptions.PermissionDenied(
+                f"This endpoint needs an API key with the '{self.scope}' scope.",
+                code="missing_scope",
+            )
+        permission = getattr(view, "session_permission", "")
+        if permission and user.has_perm(permission):
             return True
         raise exceptions.PermissionDenied(
-            f"This endpoint needs an API key with the '{self.scope}' scope.", code="missing_scope"
+            "Your account has no role that may read this.", code="missing_role"
         )
 
 

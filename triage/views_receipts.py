@@ -10,7 +10,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
 from django.urls import URLPattern, path, reverse
 from django.utils import timezone
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from triage import receipts, roles
 from triage.forms import ReconcileForm
@@ -56,6 +56,7 @@ def _render(
     return render(request, PAGE, {**context, "overview": overview, "queue": overview.queue})
 
 
+@require_safe
 @login_required
 @permission_required(VIEW_RECEIPTS, raise_exception=True)
 def receipts_page(request: HttpRequest) -> HttpResponse:

@@ -4,7 +4,6 @@ import json
 from typing import Any
 
 import pytest
-from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 
 from tests.factories import failure_item
@@ -95,12 +94,16 @@ def test_reading_needs_the_read_scope(make_api_key: Any) -> None:
     assert APIClient().get("/api/v1/groups").status_code == 401
 
 
-def test_a_signed_in_person_can_read_but_not_ingest(db: Any) -> None:
+def test_a_signed_in_person_can_read_but_not_ingest(user_with_role: Any) -> None:
     client = APIClient()
-    client.force_login(get_user_model().objects.create_user("viewer", password="pw-123456789"))
+    client.force_login(user_with_role("viewer"))
     assert client.get("/api/v1/groups").status_code == 200
     response = client.post("/api/v1/ingest", data={"items": []}, format="json")
     assert response.status_code == 401
+    client.force_login(user_with_role(""))  # signed in, but no role: reads nothing
+    response = client.get("/api/v1/groups")
+    assert response.status_code == 403
+    assert response.json()["error"]["code"] == "missing_role"
 
 
 def test_schema_and_offline_docs_are_served(client: Any) -> None:
