@@ -11,17 +11,11 @@ from typing import Any, NamedTuple, TypedDict
 
 from django.db.models import (
     Count,
-    DateTimeField,
     Exists,
-    ExpressionWrapper,
-    F,
-    Func,
-    IntegerField,
     OuterRef,
     Q,
     QuerySet,
     Sum,
-    Value,
 )
 from django.utils import timezone
 
@@ -222,37 +216,39 @@ def awaiting_reconciliation() -> QuerySet[Receipt]:
     )
 
 
-def _having_facet(dimension: str, value: str) -> Exists:
-    """Groups with records of this source or execution state (from ingest's facet rows)."""
+def _having_facet(dimension: str, value: str, *, group: str = "pk") -> Exists:
+    """Groups with records of this source or execution state (from ingest's facet rows);
+    `group` names the outer column holding the group's id."""
     return Exists(
         FailureGroupFacet.objects.filter(
-            group=OuterRef("pk"), dimension=dimension, value=value, count__gt=0
+            group=OuterRef(group), dimension=dimension, value=value, count__gt=0
         )
     )
 
 
-def _triage_groups(*, filters: dict[str, str]) -> QuerySet[FailureGroup]:
-    groups = FailureGroup.objects.all()
+def _triage_filter(filters: dict[str, str], *, via: str = "") -> Q:
+    """The triage page's filters as a condition on groups or, with `via="group__"`, on
+    rows that belong to a group (buckets, daily rollups, facets), joined once."""
+    condition = Q()
     status = filters.get("status", "active")
     if status == "active":
-        groups = groups.filter(status__in=["open", "acknowledged", "regressed"])
+        condition &= Q(**{f"{via}status__in": ["open", "acknowledged", "regressed"]})
     elif status != "all":
-        groups = groups.filter(status=status)
+        condition &= Q(**{f"{via}status": status})
     for name in ("collection", "tool", "lane", "stage", "reason"):
         if filters.get(name):
-            groups = groups.filter(**{name: filters[name]})
+            condition &= Q(**{f"{via}{name}": filters[name]})
     for dimension in ("source", "execution_state"):
         if filters.get(dimension):
-            groups = groups.filter(_having_facet(dimension, filters[dimension]))
+            outer = "group_id" if via else "pk"
+            condition &= Q(_having_facet(dimension, filters[dimension], group=outer))
     if filters.get("q"):
         text = filters["q"]
-        groups = groups.filter(
-            Q(reason__icontains=text)
-            | Q(tool__icontains=text)
-            | Q(collection__icontains=text)
-            | Q(stage__icontains=text)
-        )
-    return groups
+        matches = Q()
+        for name in ("reason", "tool", "collection", "stage"):
+            matches |= Q(**{f"{via}{name}__icontains": text})
+        condition &= matches
+    return condition
 
 
 @dataclass(frozen=True)
@@ -293,14 +289,12 @@ def window_counts(*, start: datetime, end: datetime, filters: dict[str, str]) ->
     This is the one definition of "the groups the triage page shows", used by the page
     and by bulk actions. It never reads raw records.
     """
-    matching = _triage_groups(filters=filters).values("pk")
+    matching = _triage_filter(filters, via="group__")
     parts = _WindowParts.of(start, end)
-    sources: list[QuerySet[Any]] = [
-        FailureGroupBucket.objects.filter(parts.hours(), group__in=matching)
-    ]
+    sources: list[QuerySet[Any]] = [FailureGroupBucket.objects.filter(parts.hours(), matching)]
     days = parts.days()
     if days is not None:
-        sources.append(FailureGroupDay.objects.filter(days, group__in=matching))
+        sources.append(FailureGroupDay.objects.filter(days, matching))
     counts: Counter[int] = Counter()
     for source in sources:
         for group_id, total in (
@@ -317,26 +311,6 @@ def triage_groups_in_window(
     return FailureGroup.objects.filter(
         pk__in=list(window_counts(start=start, end=end, filters=filters))
     )
-
-
-class _HoursSince(Func):
-    """Whole hours from `start` to an (hour-aligned) timestamp column, computed in SQL."""
-
-    output_field = IntegerField()
-    arg_joiner = " - "
-    template = "CAST(ROUND(EXTRACT(EPOCH FROM (%(expressions)s)) / 3600) AS integer)"
-
-    def __init__(self, column: str, start: datetime) -> None:
-        super().__init__(F(column), Value(start, output_field=DateTimeField()))
-
-    def as_sqlite(self, compiler: Any, connection: Any, **extra: Any) -> Any:
-        return self.as_sql(
-            compiler,
-            connection,
-            template="CAST(ROUND((julianday(%(expressions)s)) * 24) AS integer)",
-            arg_joiner=") - julianday(",
-            **extra,
-        )
 
 
 @dataclass(frozen=True)
@@ -360,25 +334,20 @@ class _Spark:
         days = (day_floor(end) - first).days + 1
         return cls(first, days * 24, days, daily=True)
 
-    def sums(self, matching: QuerySet[Any]) -> Iterator[tuple[str, str, int, int]]:
-        """(stage, reason, bin, records) summed in SQL."""
+    def sums(self, matching: Q) -> Iterator[tuple[str, str, int, int]]:
+        """(stage, reason, bin, records): summed in SQL per hour or day, binned here."""
+        rows: QuerySet[Any, tuple[str, str, datetime]]
         if self.daily:
-            rows: QuerySet[Any] = FailureGroupDay.objects.filter(
-                group__in=matching, day__gte=self.start
+            rows = FailureGroupDay.objects.filter(matching, day__gte=self.start).values_list(
+                "group__stage", "group__reason", "day"
             )
-            return self._binned(rows, "day")
-        rows = FailureGroupBucket.objects.filter(group__in=matching, hour__gte=self.start)
-        return self._binned(rows, "hour")
-
-    def _binned(self, rows: QuerySet[Any], column: str) -> Iterator[tuple[str, str, int, int]]:
-        index = ExpressionWrapper(
-            _HoursSince(column, self.start) * self.bins / self.hours, output_field=IntegerField()
-        )
-        yield from (
-            rows.values("group__stage", "group__reason", spark_bin=index)
-            .annotate(total=Sum("count"))
-            .values_list("group__stage", "group__reason", "spark_bin", "total")
-        )
+        else:
+            rows = FailureGroupBucket.objects.filter(matching, hour__gte=self.start).values_list(
+                "group__stage", "group__reason", "hour"
+            )
+        for stage, reason, moment, total in rows.annotate(total=Sum("count")).order_by():
+            hours = int((moment - self.start).total_seconds() // 3600)
+            yield stage, reason, hours * self.bins // self.hours, total
 
 
 def triage_overview(*, start: datetime, end: datetime, filters: dict[str, str]) -> TriageOverview:
@@ -387,14 +356,15 @@ def triage_overview(*, start: datetime, end: datetime, filters: dict[str, str]) 
     Counts come from the hourly buckets and daily rollups kept by ingest, never from the
     raw records, so the page costs the same at a thousand records and at millions. Windows
     are aligned to whole hours (a "1h" window counts from the start of the previous hour).
-    Groups are read as plain values and every read selects them by the filters in SQL,
-    never by a list of thousands of ids.
+    Groups are read as plain rows, and every read applies the filters through its join to
+    the group, never as a list of thousands of ids.
     """
     counts = window_counts(start=start, end=end, filters=filters)
-    matching = _triage_groups(filters=filters)
     # Newest first in SQL; the stable sort by count below keeps that order among equals.
-    rows = matching.order_by("-last_seen", "-pk").values_list(
-        *GroupSummary._fields[:-3], "count", "retryable_count", "assignee__username"
+    rows = (
+        FailureGroup.objects.filter(_triage_filter(filters))
+        .order_by("-last_seen", "-pk")
+        .values_list(*GroupSummary._fields[:-3], "count", "retryable_count", "assignee__username")
     )
     groups = sorted(
         (
@@ -419,11 +389,12 @@ def triage_overview(*, start: datetime, end: datetime, filters: dict[str, str]) 
     group_key = {row.group.pk: (row.group.stage, row.group.reason) for row in groups}
     # What is not on the page is skipped: with the 1h window the line spans the day, and
     # so also counts the reason's matching groups that were quiet in the last hour.
-    for stage, reason, index, count in spark.sums(matching.values("pk")):
+    on_page = _triage_filter(filters, via="group__")
+    for stage, reason, index, count in spark.sums(on_page):
         if (stage, reason) in by_key:
             by_key[(stage, reason)].spark[min(spark.bins - 1, max(0, index))] += count
     for group_id, value, count in FailureGroupFacet.objects.filter(
-        group__in=matching.values("pk"), dimension="execution_state"
+        on_page, dimension="execution_state"
     ).values_list("group_id", "value", "count"):
         if group_id in group_key:
             mix = by_key[group_key[group_id]].state_mix
