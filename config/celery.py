@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from celery import Celery
+from django.conf import settings
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
@@ -25,3 +27,29 @@ def ensure_filesystem_broker_folders() -> None:
 
 
 ensure_filesystem_broker_folders()
+
+
+# How hard a send tries to reach the broker before giving up. Left to kombu, a producer
+# retries its connection 2 s apart until the connect timeout has passed: 6 s of waiting
+# for a person starting a run, or for an ingest request, for the same answer.
+_BROKER_CONNECT_RETRIES = 1
+_BROKER_RETRY_INTERVAL_SECONDS = 0.25
+
+
+def publish(task: Any, **kwargs: Any) -> None:
+    """Send `task` with `kwargs`, failing within a fraction of a second when the broker is
+    down (kombu's BrokerError or an OSError); callers decide what that means to them."""
+    # Connect the pool's producer with a short retry first; the send below takes the same
+    # producer back (the pool is last in, first out) and finds it connected.
+    producers: Any = app.producer_pool
+    producer = producers.acquire(block=True)
+    try:
+        producer.connection.ensure_connection(
+            max_retries=_BROKER_CONNECT_RETRIES,
+            interval_start=_BROKER_RETRY_INTERVAL_SECONDS,
+            interval_step=_BROKER_RETRY_INTERVAL_SECONDS,
+            timeout=settings.CELERY_BROKER_CONNECTION_TIMEOUT,
+        )
+    finally:
+        producer.release()
+    task.apply_async(kwargs=kwargs, retry=False)

@@ -128,10 +128,11 @@ def collection_learning_policy_set(
 def derivation_enqueue(*, collection_id: int) -> None:
     """Queue the derivation task; with the broker down the attempts simply stay pending
     and the next derivation of the collection merges them."""
+    from config.celery import publish
     from learning.tasks import derive_suggestions
 
     try:
-        derive_suggestions.apply_async(kwargs={"collection_id": collection_id}, retry=False)
+        publish(derive_suggestions, collection_id=collection_id)
     except (BrokerError, OSError):
         log.warning("learning derivation for collection %s not queued: broker down", collection_id)
 

@@ -149,8 +149,10 @@ def _enqueue_build(version_id: int) -> None:
 
 
 def _send(task: Any, **kwargs: Any) -> None:
+    from config.celery import publish
+
     try:
-        task.apply_async(kwargs=kwargs, retry=False)
+        publish(task, **kwargs)
     except (BrokerError, OSError) as exc:
         raise QueueUnavailable(
             "The task queue is unreachable (is Redis or the worker's broker running?). "
@@ -462,16 +464,18 @@ def run_execute(
             if writer.due():
                 writer.flush()
                 if CaseRun.objects.filter(pk=run_id, cancel_requested=True).exists():
-                    _finish_run(run, status=RunStatus.CANCELLED)
                     learning_services.quality_lab_run_record(run=run)
+                    _finish_run(run, status=RunStatus.CANCELLED)
                     return run
             outcome = _case_outcome(case, loaded=loaded, context=context, shadow=shadow)
             writer.add(case=case, repetition=repetition, outcome=outcome)
     writer.flush()
-    # The run is done for whoever waits on it; then one learning attempt per executed case
-    # and the shadow evidence (idempotent, so a redelivery cannot double them).
-    _finish_run(run, status=RunStatus.DONE)
+    # One learning attempt per executed case and the shadow evidence, then the run is done.
+    # In this order a worker killed in between leaves the run running, and the redelivered
+    # task records again (idempotent) and finishes it; a finished run is never taken over,
+    # so the other order lost the attempts (tests/faults/test_worker_killed.py).
     learning_services.quality_lab_run_record(run=run)
+    _finish_run(run, status=RunStatus.DONE)
     return run
 
 
@@ -579,7 +583,9 @@ class _ResultWriter:
                 failed=counts["done"] - counts["passed"],
                 heartbeat_at=timezone.now(),
             )
-        self._record_failures([(r, f) for r, f in pending if f is not None])
+            # In the results' transaction: a redelivery skips the cases that have results,
+            # so failure records written after the commit were lost with a killed worker.
+            self._record_failures([(r, f) for r, f in pending if f is not None])
         if self.on_case is not None:
             written = {(r.case_id, r.repetition) for r, _ in pending}
             for result in self.run.results.filter(

@@ -18,7 +18,7 @@ from django.http import (
 from django.shortcuts import get_object_or_404, render
 from django.template.loader import render_to_string
 from django.urls import reverse
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
 from django_htmx.http import HttpResponseStopPolling
 
 from qualitylab import engine, selectors, services
@@ -77,6 +77,7 @@ def _render_home(
     return render(request, "qualitylab/home.html", context, status=status)
 
 
+@require_safe
 @login_required
 @permission_required(VIEW_COLLECTION, raise_exception=True)
 def home(request: HttpRequest) -> HttpResponse:
@@ -116,6 +117,7 @@ def collection_create(request: HttpRequest) -> HttpResponse:
     return _back_to(collection)
 
 
+@require_safe
 @login_required
 @permission_required(VIEW_COLLECTION, raise_exception=True)
 def collection_page(request: HttpRequest, name: str) -> HttpResponse:
@@ -173,6 +175,7 @@ def collection_rebuild(request: HttpRequest, name: str) -> HttpResponse:
     return _back_to(collection, "build")
 
 
+@require_http_methods(["GET", "POST"])
 @login_required
 @permission_required(CHANGE_COLLECTION, raise_exception=True)
 def collection_spec(request: HttpRequest, name: str) -> HttpResponse:
@@ -197,6 +200,7 @@ def collection_spec(request: HttpRequest, name: str) -> HttpResponse:
     return render(request, "qualitylab/spec_form.html", context, status=status)
 
 
+@require_http_methods(["GET", "POST"])
 @login_required
 @permission_required(CHANGE_COLLECTION, raise_exception=True)
 def collection_settings(request: HttpRequest, name: str) -> HttpResponse:
@@ -231,6 +235,7 @@ def _case_saved(request: HttpRequest, case: QualityCase, *, created: bool) -> Ht
     return _back_to(case.collection, "cases")
 
 
+@require_http_methods(["GET", "POST"])
 @login_required
 @permission_required(ADD_CASE, raise_exception=True)
 def case_create(request: HttpRequest, name: str) -> HttpResponse:
@@ -243,6 +248,7 @@ def case_create(request: HttpRequest, name: str) -> HttpResponse:
     return _render_case_form(request, form, collection=collection)
 
 
+@require_http_methods(["GET", "POST"])
 @login_required
 @permission_required(CHANGE_CASE, raise_exception=True)
 def case_edit(request: HttpRequest, name: str, case_id: str) -> HttpResponse:
@@ -314,6 +320,7 @@ def case_toggle_active(request: HttpRequest, name: str, case_id: str) -> HttpRes
     return _back_to(collection, "cases")
 
 
+@require_http_methods(["GET", "POST"])
 @login_required
 @permission_required(ADD_CASE, raise_exception=True)
 @permission_required(CHANGE_CASE, raise_exception=True)
@@ -336,6 +343,7 @@ def cases_import(request: HttpRequest, name: str) -> HttpResponse:
     return render(request, "qualitylab/cases_import.html", context, status=status)
 
 
+@require_safe
 @login_required
 @permission_required(VIEW_COLLECTION, raise_exception=True)
 def cases_export(request: HttpRequest, name: str) -> HttpResponse:
@@ -350,6 +358,7 @@ def cases_export(request: HttpRequest, name: str) -> HttpResponse:
     return response
 
 
+@require_http_methods(["GET", "POST"])
 @login_required
 @permission_required(ADD_CASE, raise_exception=True)
 def case_from_group(request: HttpRequest) -> HttpResponse:
@@ -405,6 +414,7 @@ def _prefill(group: FailureGroup) -> dict[str, Any]:
 # --- suites -------------------------------------------------------------------------------
 
 
+@require_http_methods(["GET", "POST"])
 @login_required
 @permission_required(ADD_SUITE, raise_exception=True)
 def suite_create(request: HttpRequest, name: str) -> HttpResponse:
@@ -413,6 +423,7 @@ def suite_create(request: HttpRequest, name: str) -> HttpResponse:
     return _suite_form(request, form, collection=collection, suite=None)
 
 
+@require_http_methods(["GET", "POST"])
 @login_required
 @permission_required(CHANGE_SUITE, raise_exception=True)
 def suite_edit(request: HttpRequest, name: str, suite_name: str) -> HttpResponse:
@@ -481,6 +492,7 @@ def run_start(request: HttpRequest, name: str) -> HttpResponse:
     return HttpResponseRedirect(reverse("qualitylab:run", args=[run.pk]))
 
 
+@require_safe
 @login_required
 @permission_required(VIEW_RUN, raise_exception=True)
 def run_page(request: HttpRequest, run_id: int) -> HttpResponse:
@@ -531,6 +543,7 @@ def run_rerun_failed(request: HttpRequest, run_id: int) -> HttpResponse:
     return HttpResponseRedirect(reverse("qualitylab:run", args=[rerun.pk]))
 
 
+@require_safe
 @login_required
 @permission_required(VIEW_RESULT, raise_exception=True)
 def result_page(request: HttpRequest, result_id: int) -> HttpResponse:

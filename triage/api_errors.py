@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from django.db import DatabaseError, InterfaceError, OperationalError
+from django.db import DatabaseError, InterfaceError, OperationalError, connections
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -35,10 +35,23 @@ def _first_code(codes: Any) -> str:
     return str(codes)
 
 
+def _database_unavailable(exc: Exception) -> bool:
+    """Whether `exc` means the database cannot be used right now (a retry may succeed).
+
+    Django wraps the driver's errors only around its own cursor calls; a driver call made
+    directly (the ingest's COPY) raises the driver's class, so both are recognized.
+    """
+    if isinstance(exc, (OperationalError, InterfaceError)):
+        return True
+    for connection in connections.all(initialized_only=True):
+        driver = getattr(connection, "Database", None)  # the DB-API module (psycopg)
+        if driver is not None and isinstance(exc, (driver.OperationalError, driver.InterfaceError)):
+            return True
+    return isinstance(exc, DatabaseError) and "connection" in str(exc).lower()
+
+
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
-    if isinstance(exc, (OperationalError, InterfaceError)) or (
-        isinstance(exc, DatabaseError) and "connection" in str(exc).lower()
-    ):
+    if _database_unavailable(exc):
         return Response(
             {
                 "error": {

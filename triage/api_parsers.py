@@ -15,27 +15,35 @@ from triage.api_errors import InvalidBatch, PayloadTooLarge
 _CHUNK = 64 * 1024
 
 
-def _read_limited(stream: Any, limit: int) -> bytes:
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        chunk = stream.read(_CHUNK)
-        if not chunk:
-            return b"".join(chunks)
-        size += len(chunk)
-        if size > limit:
+def _read_limited(stream: Any, limit: int) -> bytearray:
+    # One growing buffer, never joined into a second copy; refused at the first chunk
+    # past the limit, so at most `limit` bytes are ever held.
+    body = bytearray()
+    while chunk := stream.read(_CHUNK):
+        if len(body) + len(chunk) > limit:
             raise PayloadTooLarge(f"The body is larger than {limit} bytes.")
-        chunks.append(chunk)
+        body += chunk
+    return body
 
 
-def _gunzip_limited(data: bytes, limit: int) -> bytes:
-    # Decompress in bounded steps so a gzip bomb costs at most `limit` bytes of memory.
+def _gunzip_limited(data: bytearray, limit: int) -> bytearray:
+    # Inflate a chunk of output at a time into one buffer: a gzip bomb costs about `limit`
+    # bytes of memory before it is refused, and a good body is not copied again.
     inflater = zlib.decompressobj(wbits=47)  # 32 + 15: gzip or zlib header, detected
+    out = bytearray()
+    pending: bytes | bytearray = data
     try:
-        out = inflater.decompress(data, limit + 1)
+        while True:
+            out += inflater.decompress(pending, _CHUNK)
+            if len(out) > limit:
+                raise PayloadTooLarge(f"The decompressed body is larger than {limit} bytes.")
+            pending = inflater.unconsumed_tail
+            if not pending:
+                break
+        out += inflater.flush()
     except zlib.error:
         raise InvalidBatch("The body is not valid gzip.", code="invalid_gzip") from None
-    if len(out) > limit or inflater.unconsumed_tail:
+    if len(out) > limit:
         raise PayloadTooLarge(f"The decompressed body is larger than {limit} bytes.")
     return out
 
@@ -55,7 +63,7 @@ class IngestJSONParser(BaseParser):
         declared = meta.get("CONTENT_LENGTH") or "0"
         if declared.isdigit() and int(declared) > limit:
             raise PayloadTooLarge(f"The body is larger than {limit} bytes.")
-        raw = _read_limited(stream, limit) if stream is not None else b""
+        raw = _read_limited(stream, limit) if stream is not None else bytearray()
         if request is not None:
             request.ingest_body_bytes = len(raw)
         encoding = meta.get("HTTP_CONTENT_ENCODING", "").strip().lower()

@@ -26,7 +26,10 @@ BULK_ACTIONS = ("acknowledge", "resolve", "mute", "reopen", "assign")
 @login_required
 @permission_required("triage.view_failuregroup", raise_exception=True)
 def triage_page(request: HttpRequest) -> HttpResponse:
-    form = TriageFilterForm(request.GET or None, initial=TriageFilterForm.DEFAULTS)
+    data = request.GET.copy()
+    for key, value in TriageFilterForm.DEFAULTS.items():
+        data.setdefault(key, value)  # a link setting only some filters shows the defaults
+    form = TriageFilterForm(data)
     now = timezone.now()
     window = form.window_range(now=now)
     filters = form.filters()

@@ -428,3 +428,11 @@ def test_a_reason_row_links_to_its_groups_and_the_narrowed_page_lists_them(
     assert "cycle" not in results  # the other reason is filtered out
     assert f'name="reason" value="{first.reason}"' in narrowed  # kept when other filters change
     assert 'aria-label="show every reason"' in narrowed
+
+
+def test_a_link_setting_some_filters_shows_the_default_window_and_status(
+    traffic: APIClient, client_as: Any
+) -> None:
+    page = client_as("viewer").get("/?collection=orders").content.decode()
+    assert '<option value="24h" selected>' in page
+    assert '<option value="active" selected>' in page

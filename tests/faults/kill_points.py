@@ -1,0 +1,58 @@
+"""The project's Celery app for a worker that SIGKILLs itself at a named point.
+
+`celery -A tests.faults.kill_points worker` with `FAULTS_KILL_AT` set to a name below: the
+first time the worker reaches that point, the process dies as `kill -9` would kill it,
+between two statements no test could time from outside.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Callable
+from typing import Any
+
+from celery import signals
+
+from config.celery import app
+
+__all__ = ["app"]
+
+
+def _die() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _before(owner: Any, name: str, when: Callable[..., bool] = lambda *a, **k: True) -> None:
+    original = getattr(owner, name)
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if when(*args, **kwargs):
+            _die()
+        return original(*args, **kwargs)
+
+    setattr(owner, name, wrapper)
+
+
+def _install(point: str) -> None:
+    from learning import services as learning_services
+    from qualitylab import services
+
+    if point == "failures-after-results":
+        # A batch of results is committed; the failed cases' records are not written yet.
+        _before(services._ResultWriter, "_record_failures", lambda self, failures: bool(failures))
+    elif point == "learning-record":
+        # Every result is written, the learning attempts are not (the run used to be marked
+        # done by then, and a finished run is never taken over).
+        _before(learning_services, "quality_lab_run_record")
+    else:
+        raise ValueError(f"unknown kill point {point!r}")
+
+
+@signals.task_prerun.connect
+def _arm(**kwargs: Any) -> None:
+    # At the first task Django is set up, so the services can be imported and patched.
+    point = os.environ.get("FAULTS_KILL_AT")
+    if point and not getattr(_arm, "armed", False):
+        _arm.armed = True  # type: ignore[attr-defined]
+        _install(point)
