@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import itertools
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import factory
 
 from triage.models import ToolPolicy
+
+if TYPE_CHECKING:
+    from qualitylab.models import Collection
 
 _ids = itertools.count(1)
 
@@ -81,3 +84,22 @@ class ToolPolicyFactory(factory.django.DjangoModelFactory):
     collection = "shop"
     tool = factory.Sequence(lambda n: f"tool{n}")
     side_effect = "read"
+
+
+def demo_collection() -> Collection:
+    """The demo collection `shop`, built right here (no build task), with the demo cases."""
+    import pytest
+
+    from qualitylab import demo, services
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(services, "_send", lambda task, **kwargs: None)
+        collection, version = services.collection_create(
+            name="shop", spec_text=demo.SPEC_PATH.read_text(encoding="utf-8")
+        )
+    built = services.version_build(version_id=version.pk)
+    assert built is not None and built.status == "ready", built and built.error
+    report = services.cases_import(collection=collection, documents=demo.load_case_data())
+    assert not report.errors, report.errors
+    collection.refresh_from_db()
+    return collection

@@ -13,7 +13,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from triage.api_auth import ApiKeyAuthentication, HasIngestScope, HasReadScope
-from triage.api_errors import InvalidBatch, PayloadTooLarge, QuotaExceeded
+from triage.api_errors import InvalidBatch, LengthRequired, PayloadTooLarge, QuotaExceeded
 from triage.api_parsers import IngestJSONParser
 from triage.ingest import batch_ingest
 from triage.models import ApiKey
@@ -45,12 +45,20 @@ class IngestApi(APIView):
             400: _ERROR,
             401: _ERROR,
             403: _ERROR,
+            411: _ERROR,
             413: _ERROR,
             429: _ERROR,
             503: _ERROR,
         },
     )
     def post(self, request: Request) -> Response:
+        if (
+            not request.META.get("CONTENT_LENGTH")
+            and "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower()
+        ):
+            # Django reads a body only as far as its Content-Length; without one, a chunked
+            # batch would look empty and get a misleading "invalid batch".
+            raise LengthRequired()
         data = request.data
         if not isinstance(data, dict) or "items" not in data:
             raise InvalidBatch('The body must be {"items": [...]}.', code="invalid_batch")

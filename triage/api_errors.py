@@ -23,6 +23,12 @@ class InvalidBatch(exceptions.APIException):
     default_code = "invalid_batch"
 
 
+class LengthRequired(exceptions.APIException):
+    status_code = status.HTTP_411_LENGTH_REQUIRED
+    default_detail = "Send the batch with a Content-Length (chunked bodies are not read)."
+    default_code = "length_required"
+
+
 class QuotaExceeded(exceptions.Throttled):
     default_code = "quota_exceeded"
 

@@ -36,9 +36,9 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from learning.models import LearningAttempt, Suggestion
-from qualitylab import demo, services
-from qualitylab.models import CaseResult, CaseRun, Collection, RunStatus
-from tests.factories import failure_item, receipt_item
+from qualitylab import services
+from qualitylab.models import CaseResult, CaseRun, RunStatus
+from tests.factories import demo_collection, failure_item, receipt_item
 from tests.faults.processes import ROOT, CeleryWorker, base_env, wait_until
 from tests.faults.proxy import TcpProxy
 from triage.ingest import batch_ingest
@@ -126,21 +126,6 @@ def worker(
     process.stop()
 
 
-def _shop() -> Collection:
-    """The demo collection, built here (no build task), with the demo cases."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(services, "_send", lambda task, **kwargs: None)
-        collection, version = services.collection_create(
-            name="shop", spec_text=demo.SPEC_PATH.read_text(encoding="utf-8")
-        )
-    built = services.version_build(version_id=version.pk)
-    assert built is not None and built.status == "ready", built and built.error
-    report = services.cases_import(collection=collection, documents=demo.load_case_data())
-    assert not report.errors, report.errors
-    collection.refresh_from_db()
-    return collection
-
-
 def _assert_ran_once(run: CaseRun) -> None:
     run.refresh_from_db()
     assert run.status == RunStatus.DONE, run.error
@@ -166,7 +151,7 @@ def _wait_finished(run: CaseRun, worker: CeleryWorker) -> None:
 def test_every_page_renders_without_touching_the_broker(
     broker: TcpProxy, client_as: Callable[..., Client]
 ) -> None:
-    shop = _shop()
+    shop = demo_collection()
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(services, "_send", lambda task, **kwargs: None)
         run = services.run_start(collection=shop, mode="plan")
@@ -247,7 +232,7 @@ _UNAVAILABLE = "The task queue is unreachable"
 def test_a_run_started_while_the_broker_is_down_says_so_and_the_retry_runs_once(
     broker: TcpProxy, worker: CeleryWorker, client_as: Callable[..., Client]
 ) -> None:
-    _shop()
+    demo_collection()
     operator = client_as("operator")
     broker.stop()
 
@@ -295,7 +280,7 @@ def test_a_run_started_while_the_broker_is_down_says_so_and_the_retry_runs_once(
 def test_a_run_whose_message_the_broker_lost_is_sent_again_when_it_returns(
     broker: TcpProxy, worker: CeleryWorker
 ) -> None:
-    shop = _shop()
+    shop = demo_collection()
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(services, "_send", lambda task, **kwargs: None)  # lost in the restart
         run = services.run_start(collection=shop, mode="search", channel="cli")
@@ -330,7 +315,7 @@ def test_a_run_lost_in_a_broker_blip_is_sent_again_by_the_beat(
     gives kombu at-most-once delivery there). The run stays queued until the beat task
     sends it again; meanwhile the next run goes through the reconnected connections."""
     settings.QUALITYLAB_STALE_RUN_SECONDS = STALE_RUN_SECONDS
-    shop = _shop()
+    shop = demo_collection()
     fired = broker.cut_after(_WORKER_TAKES_MESSAGE, forward=False, keep_listening=True)
     lost = services.run_start(collection=shop, mode="search", channel="cli")
     assert fired.wait(timeout=30), f"the worker never took the message\n{worker.log()}"

@@ -216,8 +216,8 @@ def test_50_mb_chunked_without_a_length_is_refused_unread(
 
     grown = peak_growth(send)
     status, body = outcome["response"]
-    # Without a Content-Length the body is not read at all: the request has no batch.
-    assert status == 400 and body["error"]["code"] == "invalid_batch"
+    # Without a Content-Length the body is not read at all, and the client is told why.
+    assert status == 411 and body["error"]["code"] == "length_required"
     assert grown < 4 * MB, f"the worker grew by {grown / MB:.1f} MB"
 
 

@@ -28,8 +28,9 @@ from django.conf import settings
 from django.db import connection
 from django.db.models import Count
 
-from qualitylab import demo, services
+from qualitylab import services
 from qualitylab.models import CaseResult, CaseRun, Collection, RunStatus
+from tests.factories import demo_collection
 
 pytestmark = [
     pytest.mark.services("redis", "postgres"),
@@ -138,19 +139,8 @@ def test_queue(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
 
 
 @pytest.fixture
-def shop(monkeypatch: pytest.MonkeyPatch) -> Collection:
-    """The demo collection built right here (no build task) with the demo cases."""
-    with monkeypatch.context() as patch:
-        patch.setattr(services, "_send", lambda task, **kwargs: None)
-        collection, version = services.collection_create(
-            name="shop", spec_text=demo.SPEC_PATH.read_text(encoding="utf-8")
-        )
-    built = services.version_build(version_id=version.pk)
-    assert built is not None and built.status == "ready", built and built.error
-    report = services.cases_import(collection=collection, documents=demo.load_case_data())
-    assert not report.errors, report.errors
-    collection.refresh_from_db()
-    return collection
+def shop() -> Collection:
+    return demo_collection()
 
 
 def _wait_until(
