@@ -7,11 +7,18 @@ from typing import Any
 import pytest
 from django.conf import settings
 from django.db import connection
+from hypothesis import settings as hypothesis_settings
 from rest_framework.test import APIClient
 
 from triage.services import api_key_create
 
 REQUIRE_SERVICES = os.environ.get("REQUIRE_SERVICES") == "1"
+
+# CI replays the same generated examples on every run (HYPOTHESIS_PROFILE=ci, set by
+# .ci/run), so a red build always means a change broke something; local runs draw new
+# examples each time and keep exploring (a failure found there is saved and replayed).
+hypothesis_settings.register_profile("ci", derandomize=True, print_blob=True)
+hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
 def _service_missing(name: str) -> str | None:

@@ -233,6 +233,8 @@ _TEXT_VALUE_RE = re.compile(
     r"\"(?:[^\"\\\n]|\\.){0,2000}\"|'(?:[^'\\\n]|\\.){0,2000}'"
     r"|(?P<escape>\\{1,3})(?P<escaped_quote>[\"'])"
     r"(?:(?!(?<!\\)(?P=escape)(?P=escaped_quote))[^\n]){0,2000}(?P=escape)(?P=escaped_quote)"
+    # A quote escaped more deeply (a repr of JSON inside JSON): the token after it.
+    r"|(?P<lead>\\{1,15}[\"'])(?:[^\s,;&\"'<>(){}\[\]\\]){1,2000}"
     r"|\[REDACTED[^\]\s]{0,40}\]"
     r"|(?:[^\s,;&\"'<>(){}\[\]\\]|\\(?![nrt\"'])){1,2000}"
 )
@@ -512,9 +514,13 @@ def _text_pair_value(key: re.Match[str], value: re.Match[str]) -> str | None:
     text = value.group()
     quote = text[0] if text[:1] in ("'", '"') else ""
     inner = text[1:-1] if quote else text
+    closing = True
     if value.group("escape"):  # \"...\": JSON inside a JSON string
         quote = value.group("escape") + value.group("escaped_quote")
         inner = text[len(quote) : -len(quote)]
+    elif value.group("lead"):  # its closing quote, escaped differently, is left as it is
+        quote, closing = value.group("lead"), False
+        inner = text[len(quote) :]
     if not inner or inner.startswith("[REDACTED") or inner.lower() in _BOOLEAN_WORDS:
         return None
     if kind == _IDENTIFIER:
@@ -532,7 +538,7 @@ def _text_pair_value(key: re.Match[str], value: re.Match[str]) -> str | None:
         ):
             return None
         label = "secret"
-    return quote + _marker(label) + quote
+    return quote + _marker(label) + (quote if closing else "")
 
 
 def _scrub_text_pairs(text: str) -> str:

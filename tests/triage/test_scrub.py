@@ -960,3 +960,14 @@ def test_pathological_strings_scrub_in_linear_time(text: str) -> None:
     scrub_text(text)  # the whole string, as the log filter would
     scrub({"message": text})  # a window of it, then truncated
     assert time.perf_counter() - started < 3.0
+
+
+def test_a_token_behind_a_deeply_escaped_quote_in_a_logged_mapping_is_redacted() -> None:
+    # Found by tests/security: JSON inside JSON inside a str, logged as part of a dict.
+    planted = (
+        '오류 - "{\\"detail\\": \\"accessToken=\\\\\\"LEDbzvM8RYzjNOQpX.0ErjpUhYPoBf5iScBS'
+        '\\\\\\"\\"}" | 인증에 실패했습니다'
+    )
+    line = "request " + str({"headers": {"X-Debug": planted}, "note": planted})
+    assert "LEDbzvM8RYzj" not in scrub_text(line)
+    assert "LEDbzvM8RYzj" not in scrub_text(repr(line))
