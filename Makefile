@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 
-.PHONY: install browser demo test lint typecheck check pytest bench clean
+.PHONY: install browser demo test lint typecheck check pytest bench bench-scale clean
 
 install: $(VENV)/.installed
 
@@ -47,6 +47,10 @@ pytest:
 bench: install
 	$(PY) bench/ingest.py
 	$(PY) bench/qualitylab.py
+
+## 100k then 1M records into PostgreSQL (DATABASE triage_scale), then page times: ~10 min.
+bench-scale: install
+	$(PY) bench/triage_scale.py
 
 clean:
 	rm -rf var/celery var/test-artifacts
