@@ -492,7 +492,9 @@ def profile(collection: Any, case_ids: list[str]) -> None:
     phases.wrap(services, "_finish_run", "finish: metrics over every result")
     learning = getattr(services, "learning_services", None)
     if learning is not None and hasattr(learning, "quality_lab_run_record"):
-        phases.wrap(learning, "quality_lab_run_record", "learning: attempts + derivation")
+        phases.wrap(learning, "quality_lab_run_record", "learning: attempts")
+    if learning is not None and hasattr(learning, "quality_lab_run_learn"):
+        phases.wrap(learning, "quality_lab_run_learn", "learning: derivation, after done")
     sql_seconds: dict[str, float] = defaultdict(float)
     sql_calls: dict[str, int] = defaultdict(int)
 

@@ -521,13 +521,12 @@ def shadow_reranker(*, collection: Collection) -> Rerank | None:
 
 
 def quality_lab_run_record(*, run: CaseRun) -> None:
-    """After a run: one learning attempt per executed case (through ingest, idempotent per
-    run, case and repetition), merged into the suggestions, and, for a shadow run, each
-    suggestion's shadow evidence. A failure here is logged and never fails the run."""
+    """Before a run is marked done: one learning attempt per executed case, through ingest
+    (idempotent per run, case and repetition). A worker killed after this and before the
+    run is done leaves the run to be taken over, and the attempts are not written twice.
+    A failure here is logged and never fails the run."""
     try:
-        results = list(CaseResult.objects.filter(run=run).select_related("case").order_by("id"))
-        if not results:
-            return
+        results = CaseResult.objects.filter(run=run).select_related("case").order_by("id")
         items = [_attempt_item(run, result) for result in results]
         size = settings.TRIAGE_INGEST_MAX_ITEMS
         for start in range(0, len(items), size):
@@ -535,11 +534,22 @@ def quality_lab_run_record(*, run: CaseRun) -> None:
                 owner=QUALITY_LAB_OWNER, items=items[start : start + size],
                 channel=QUALITY_LAB_CHANNEL,
             )  # fmt: skip
-        # The attempts are committed and this is the run's Celery task: derive here rather
-        # than queue another task per run.
+    except Exception:
+        log.exception("learning attempts of Quality Lab run %s failed", run.pk)
+
+
+def quality_lab_run_learn(*, run: CaseRun) -> None:
+    """After a run is marked done, so that whoever waits on the run does not wait on this:
+    merge its attempts into the suggestions and, for a shadow run, record each
+    suggestion's shadow evidence. Lost with a killed worker, the attempts stay pending and
+    the collection's next derivation (or `manage.py learning_derive`) merges them."""
+    try:
+        # This is the run's Celery task: derive here rather than queue another task per run.
         while suggestions_derive(collection_id=run.collection_id) == DERIVE_BATCH:
             pass
-        shadow_record(run=run, results=results)
+        results = list(CaseResult.objects.filter(run=run).select_related("case").order_by("id"))
+        if results:
+            shadow_record(run=run, results=results)
     except Exception:
         log.exception("learning records of Quality Lab run %s failed", run.pk)
 

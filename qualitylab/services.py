@@ -466,16 +466,19 @@ def run_execute(
                 if CaseRun.objects.filter(pk=run_id, cancel_requested=True).exists():
                     learning_services.quality_lab_run_record(run=run)
                     _finish_run(run, status=RunStatus.CANCELLED)
+                    learning_services.quality_lab_run_learn(run=run)
                     return run
             outcome = _case_outcome(case, loaded=loaded, context=context, shadow=shadow)
             writer.add(case=case, repetition=repetition, outcome=outcome)
     writer.flush()
-    # One learning attempt per executed case and the shadow evidence, then the run is done.
-    # In this order a worker killed in between leaves the run running, and the redelivered
-    # task records again (idempotent) and finishes it; a finished run is never taken over,
-    # so the other order lost the attempts (tests/faults/test_worker_killed.py).
+    # One learning attempt per executed case, then the run is done. In this order a worker
+    # killed in between leaves the run running, and the redelivered task records again
+    # (idempotent) and finishes it; a finished run is never taken over, so the other order
+    # lost the attempts (tests/faults/test_worker_killed.py). Merging them into suggestions
+    # can wait until the run is done: pending attempts are merged by any later derivation.
     learning_services.quality_lab_run_record(run=run)
     _finish_run(run, status=RunStatus.DONE)
+    learning_services.quality_lab_run_learn(run=run)
     return run
 
 

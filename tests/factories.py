@@ -103,3 +103,17 @@ def demo_collection() -> Collection:
     assert not report.errors, report.errors
     collection.refresh_from_db()
     return collection
+
+
+def run_settled(run_id: int) -> bool:
+    """The run is finished and its learning attempts are merged, which the worker does just
+    after marking it done: only then is the worker idle for the next test's flush."""
+    from learning.models import LearningAttempt
+    from qualitylab.models import CaseRun
+
+    if not CaseRun.objects.get(pk=run_id).is_finished:
+        return False
+    pending = LearningAttempt.objects.filter(
+        client_id__startswith=f"run-{run_id}/", derived_at__isnull=True
+    )
+    return not pending.exists()

@@ -38,7 +38,7 @@ from rest_framework.test import APIClient
 from learning.models import LearningAttempt, Suggestion
 from qualitylab import services
 from qualitylab.models import CaseResult, CaseRun, RunStatus
-from tests.factories import demo_collection, failure_item, receipt_item
+from tests.factories import demo_collection, failure_item, receipt_item, run_settled
 from tests.faults.processes import ROOT, CeleryWorker, base_env, wait_until
 from tests.faults.proxy import TcpProxy
 from triage.ingest import batch_ingest
@@ -139,7 +139,7 @@ def _wait_finished(run: CaseRun, worker: CeleryWorker) -> None:
     def finished() -> bool:
         if not worker.alive():
             pytest.fail(f"the worker exited:\n{worker.log()}")
-        return CaseRun.objects.get(pk=run.pk).is_finished
+        return run_settled(run.pk)
 
     wait_until(finished, timeout=90, what=f"run {run.pk} to finish", log=worker.log())
 

@@ -24,7 +24,8 @@ from django.db.models import Count
 
 from learning.models import LearningAttempt
 from qualitylab import demo, services
-from qualitylab.models import CaseResult, CaseRun, Collection, RunStatus
+from qualitylab.models import CaseResult, Collection, RunStatus
+from tests.factories import run_settled
 from tests.faults.processes import CeleryWorker, base_env, wait_until
 from triage.models import FailureRecord
 
@@ -102,7 +103,7 @@ def test_a_worker_killed_between_two_writes_loses_nothing_of_the_run(
     def finished() -> bool:
         if not second.alive():
             pytest.fail(f"the second worker exited:\n{second.log()}")
-        return CaseRun.objects.get(pk=run.pk).is_finished
+        return run_settled(run.pk)
 
     wait_until(finished, timeout=90, what="the second worker to finish the run", log=second.log())
     run.refresh_from_db()

@@ -30,7 +30,7 @@ from django.db.models import Count
 
 from qualitylab import services
 from qualitylab.models import CaseResult, CaseRun, Collection, RunStatus
-from tests.factories import demo_collection
+from tests.factories import demo_collection, run_settled
 
 pytestmark = [
     pytest.mark.services("redis", "postgres"),
@@ -186,7 +186,7 @@ def test_a_killed_worker_loses_no_result_and_a_new_worker_finishes_the_run(
     time.sleep(max(STALE_RUN_SECONDS, VISIBILITY_TIMEOUT_SECONDS) + 0.5)
     second = workers("worker-2")
     _wait_until(
-        lambda: CaseRun.objects.get(pk=run.pk).is_finished,
+        lambda: run_settled(run.pk),
         timeout=90,
         worker=second,
         what="the run to finish on the second worker",
