@@ -117,3 +117,23 @@ def run_settled(run_id: int) -> bool:
         client_id__startswith=f"run-{run_id}/", derived_at__isnull=True
     )
     return not pending.exists()
+
+
+def case_post(**changes: Any) -> dict[str, Any]:
+    """The Quality Lab case form, filled in for a plan case; `changes` override fields
+    (None drops one)."""
+    data = {
+        "case_id": "plan-order-detail",
+        "mode": "plan",
+        "query": "show me the order detail",
+        "expected_target": "getOrderDetail",
+        "expected_top_k": "5",
+        "mutation_safety": "read_only",
+        "timeout_sec": "10",
+        "assertions": '[{"type": "selected_target", "equals": "getOrderDetail"}]',
+        "provided_entities": '{"orderNo": "ORD-1001"}',
+        "cleanup": "",
+        "active": "on",
+    }
+    data.update(changes)
+    return {key: value for key, value in data.items() if value is not None}

@@ -9,7 +9,8 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote
 
@@ -107,6 +108,17 @@ class Gunicorn(_Process):
             env=env,
             log_path=log_path,
         )  # fmt: skip
+
+    @classmethod
+    @contextmanager
+    def serving(cls, *, env: dict[str, str], log_dir: Path) -> Iterator[Gunicorn]:
+        """A gunicorn listening for the duration of the block, stopped after it."""
+        gunicorn = cls(env=env, log_path=log_dir / "gunicorn.log")
+        try:
+            gunicorn.wait_listening()
+            yield gunicorn
+        finally:
+            gunicorn.stop()
 
     def wait_listening(self, timeout: float = 30) -> None:
         def listening() -> bool:

@@ -41,6 +41,7 @@ from qualitylab.models import CaseResult, CaseRun, RunStatus
 from tests.factories import demo_collection, failure_item, receipt_item, run_settled
 from tests.faults.processes import ROOT, CeleryWorker, base_env, wait_until
 from tests.faults.proxy import TcpProxy
+from tests.learning.conftest import attempt_item
 from triage.ingest import batch_ingest
 from triage.models import FailureGroup
 
@@ -197,19 +198,8 @@ def test_ingest_keeps_accepting_and_learning_catches_up_when_the_broker_returns(
     """A learning attempt queues its derivation after commit; with the broker down the
     attempt is stored and waits, and `manage.py learning_derive` merges it later."""
     broker.stop()
-    attempt_item = {
-        "type": "learning_attempt",
-        "id": "la-broker-down",
-        "body": {
-            "query": "find refund-ready orders",
-            "collection_id": "bo-dev",
-            "selected_target": "getRefundableOrders",
-            "plan_tools": ["searchOrders", "getRefundableOrders"],
-            "success": True,
-        },
-    }
     response = ingest_client.post(
-        "/api/v1/ingest", {"items": [attempt_item, failure_item()]}, format="json"
+        "/api/v1/ingest", {"items": [attempt_item("la-broker-down"), failure_item()]}, format="json"
     )
     assert response.status_code == 200 and response.json()["accepted"] == 2, response.json()
     attempt = LearningAttempt.objects.get(client_id="la-broker-down")

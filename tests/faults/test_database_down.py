@@ -55,15 +55,9 @@ def server(
 ) -> Iterator[Gunicorn]:
     # Plain text on the wire, so the proxy can see which statement goes by.
     through_proxy = database_url(host="127.0.0.1", port=database_proxy.port) + "?sslmode=disable"
-    gunicorn = Gunicorn(
-        env=base_env(DATABASE_URL=through_proxy),
-        log_path=tmp_path_factory.mktemp("gunicorn") / "gunicorn.log",
-    )
-    try:
-        gunicorn.wait_listening()
+    env = base_env(DATABASE_URL=through_proxy)
+    with Gunicorn.serving(env=env, log_dir=tmp_path_factory.mktemp("gunicorn")) as gunicorn:
         yield gunicorn
-    finally:
-        gunicorn.stop()
 
 
 @pytest.fixture

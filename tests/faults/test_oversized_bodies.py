@@ -68,15 +68,9 @@ def test_the_gzip_bomb_is_what_it_claims() -> None:
 def server(
     django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Gunicorn]:
-    gunicorn = Gunicorn(
-        env=base_env(TRIAGE_INGEST_MAX_BODY_BYTES=str(LIMIT)),
-        log_path=tmp_path_factory.mktemp("gunicorn") / "gunicorn.log",
-    )
-    try:
-        gunicorn.wait_listening()
+    env = base_env(TRIAGE_INGEST_MAX_BODY_BYTES=str(LIMIT))
+    with Gunicorn.serving(env=env, log_dir=tmp_path_factory.mktemp("gunicorn")) as gunicorn:
         yield gunicorn
-    finally:
-        gunicorn.stop()
 
 
 class Exchange:

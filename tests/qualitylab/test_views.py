@@ -23,7 +23,7 @@ from qualitylab.models import (
     RunStatus,
     Suite,
 )
-from tests.factories import failure_item
+from tests.factories import case_post, failure_item
 from triage.ingest import batch_ingest
 from triage.models import FailureGroup
 
@@ -324,24 +324,6 @@ def test_uploading_a_new_spec_that_does_not_parse_shows_the_error(
 
 
 # --- cases ------------------------------------------------------------------------------------
-
-
-def case_post(**changes: Any) -> dict[str, Any]:
-    data = {
-        "case_id": "plan-order-detail",
-        "mode": "plan",
-        "query": "show me the order detail",
-        "expected_target": "getOrderDetail",
-        "expected_top_k": "5",
-        "mutation_safety": "read_only",
-        "timeout_sec": "10",
-        "assertions": '[{"type": "selected_target", "equals": "getOrderDetail"}]',
-        "provided_entities": '{"orderNo": "ORD-1001"}',
-        "cleanup": "",
-        "active": "on",
-    }
-    data.update(changes)
-    return {key: value for key, value in data.items() if value is not None}
 
 
 def test_a_case_is_created_from_the_form_in_the_documented_schema(

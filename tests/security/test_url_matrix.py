@@ -57,7 +57,8 @@ from learning.models import LearningAttempt, Review, Suggestion
 from qualitylab import demo
 from qualitylab import services as lab
 from qualitylab.models import CaseResult
-from tests.factories import failure_item, receipt_item
+from tests.factories import case_post, failure_item, receipt_item
+from tests.learning.conftest import attempt_item
 from triage.ingest import batch_ingest
 from triage.models import (
     ApiKey,
@@ -178,18 +179,6 @@ def spec_text() -> str:
     return demo.SPEC_PATH.read_text()
 
 
-CASE_POST = {
-    "case_id": "plan-order-detail",
-    "mode": "plan",
-    "query": "show me the order detail",
-    "expected_target": "getOrderDetail",
-    "expected_top_k": "5",
-    "mutation_safety": "read_only",
-    "timeout_sec": "10",
-    "assertions": '[{"type": "selected_target", "equals": "getOrderDetail"}]',
-    "provided_entities": '{"orderNo": "ORD-1001"}',
-    "active": "on",
-}
 POLICY_POST = {
     "collection": "shop",
     "tool": "getOrder",
@@ -201,23 +190,6 @@ POLICY_POST = {
     "retry_budget_window_seconds": "300",
 }
 SIGN_IN_POST = {"username": "mtx-nobody-by-that-name", "password": "not-the-password"}
-
-
-def attempt_item(item_id: str) -> dict[str, Any]:
-    return {
-        "type": "learning_attempt",
-        "id": item_id,
-        "body": {
-            "query": "find refund-ready orders",
-            "collection_id": "bo-dev",
-            "session_id": "session-raw-value",
-            "selected_target": "getRefundableOrders",
-            "llm_target": "getOrderDetail",
-            "plan_tools": ["searchOrders", "getRefundableOrders"],
-            "success": True,
-            "latency_ms": 1430,
-        },
-    }
 
 
 def _build_world() -> World:
@@ -453,7 +425,7 @@ SITE: dict[str, Row] = {
                                                         "spec_paste": spec_text()}),
     "qualitylab:case-from-group": Row(lambda w: f"/qualitylab/cases/new?group={w.group}",
                                       get=page(OPERATORS), post=page(OPERATORS),
-                                      body=lambda w: {**CASE_POST, "group": w.group,
+                                      body=lambda w: {**case_post(), "group": w.group,
                                                       "collection": "shop"}),
     "qualitylab:run": Row(lambda w: f"/qualitylab/runs/{w.finished_run}/", get=page(READERS)),
     "qualitylab:run-cancel": Row(lambda w: f"/qualitylab/runs/{w.queued_run}/cancel",
@@ -473,7 +445,7 @@ SITE: dict[str, Row] = {
     "qualitylab:run-start": Row(lambda w: "/qualitylab/shop/runs/start", post=page(OPERATORS),
                                 body=lambda w: {"repeat": "1"}),
     "qualitylab:case-create": Row(lambda w: "/qualitylab/shop/cases/new", get=page(OPERATORS),
-                                  post=page(OPERATORS), body=lambda w: CASE_POST),
+                                  post=page(OPERATORS), body=lambda w: case_post()),
     "qualitylab:cases-import": Row(lambda w: "/qualitylab/shop/cases/import",
                                    get=page(OPERATORS), post=page(OPERATORS),
                                    body=lambda w: {"cases_file": _upload("cases.json", [
@@ -482,7 +454,7 @@ SITE: dict[str, Row] = {
                                    get=page(READERS)),
     "qualitylab:case-edit": Row(lambda w: "/qualitylab/shop/cases/search-coupons-en/edit",
                                 get=page(OPERATORS), post=page(OPERATORS),
-                                body=lambda w: {**CASE_POST, "case_id": "search-coupons-en",
+                                body=lambda w: {**case_post(), "case_id": "search-coupons-en",
                                                 "mode": "search", "assertions": "",
                                                 "provided_entities": ""}),
     "qualitylab:case-active": Row(lambda w: "/qualitylab/shop/cases/search-coupons-en/active",
