@@ -34,8 +34,8 @@ What one run does:
 ``--profile`` then runs the same cases once more in this process through
 ``services.run_execute`` (no queue) and prints where the time of each case goes: the
 engine, ``case_spec``, the result INSERT, the counters UPDATE, the cancel check, the
-FailureRecord ingest of failed cases, the final metrics, learning's per-run records and
-derivation, and every SQL statement grouped by table and kind.
+ingest of failed cases' records and of every case's learning attempt, the final metrics,
+learning's derivation after the run, and every SQL statement grouped by table and kind.
 """
 
 from __future__ import annotations
@@ -487,14 +487,14 @@ def profile(collection: Any, case_ids: list[str]) -> None:
     phases = Phases()
     phases.wrap(engine, "run_case", "engine.run_case")
     phases.wrap(services, "case_spec", "case_spec (CaseSpec from the row)")
-    phases.wrap(services._ResultWriter, "_record_failures", "FailureRecord ingest (failed cases)")
+    phases.wrap(
+        services._ResultWriter, "_ingest", "ingest: failure records and learning attempts"
+    )
     phases.wrap(services._ResultWriter, "flush", "result batches: INSERT, recount, ingest")
     phases.wrap(services, "_finish_run", "finish: metrics over every result")
-    learning = getattr(services, "learning_services", None)
-    if learning is not None and hasattr(learning, "quality_lab_run_record"):
-        phases.wrap(learning, "quality_lab_run_record", "learning: attempts")
-    if learning is not None and hasattr(learning, "quality_lab_run_learn"):
-        phases.wrap(learning, "quality_lab_run_learn", "learning: derivation, after done")
+    learning = services.learning_services
+    phases.wrap(learning, "quality_lab_attempt_items", "learning attempts: building the items")
+    phases.wrap(learning, "quality_lab_run_learn", "learning: derivation, after done")
     sql_seconds: dict[str, float] = defaultdict(float)
     sql_calls: dict[str, int] = defaultdict(int)
 

@@ -34,7 +34,7 @@ from graph_tool_call.learning import (
 from kombu.exceptions import OperationalError as BrokerError
 
 from learning.gate import GateFacts, GateVerdict, Thresholds, evaluate_gate
-from learning.ingest import ITEM_TYPE, QUALITY_LAB_CHANNEL, carries_scrub_marker
+from learning.ingest import ITEM_TYPE, carries_scrub_marker
 from learning.models import (
     Decision,
     LearningAttempt,
@@ -47,12 +47,10 @@ from learning.models import (
 )
 from qualitylab.engine import Rerank
 from qualitylab.models import CaseResult, CaseRun, Collection, LearningMode
-from triage.ingest import batch_ingest
 
 log = logging.getLogger(__name__)
 
 POLICY = "policy"  # the actor label of decisions the collection policy took
-QUALITY_LAB_OWNER = "quality_lab"
 # Attempts merged per task; the task queues itself again when more are waiting.
 DERIVE_BATCH = 500
 # How much of a query family's history the library sees (its prior failure count).
@@ -520,22 +518,17 @@ def shadow_reranker(*, collection: Collection) -> Rerank | None:
     return rerank
 
 
-def quality_lab_run_record(*, run: CaseRun) -> None:
-    """Before a run is marked done: one learning attempt per executed case, through ingest
-    (idempotent per run, case and repetition). A worker killed after this and before the
-    run is done leaves the run to be taken over, and the attempts are not written twice.
-    A failure here is logged and never fails the run."""
+def quality_lab_attempt_items(*, run: CaseRun, results: list[CaseResult]) -> list[dict[str, Any]]:
+    """One learning attempt per executed case, as ingest items (idempotent per run, case
+    and repetition). The run's result writer ingests them with the failed cases' records,
+    in the transaction that stores the results: a killed worker leaves neither, and the
+    redelivered task runs those cases again. The results must have their ids. A failure to
+    build them is logged and never fails the run."""
     try:
-        results = CaseResult.objects.filter(run=run).select_related("case").order_by("id")
-        items = [_attempt_item(run, result) for result in results]
-        size = settings.TRIAGE_INGEST_MAX_ITEMS
-        for start in range(0, len(items), size):
-            batch_ingest(
-                owner=QUALITY_LAB_OWNER, items=items[start : start + size],
-                channel=QUALITY_LAB_CHANNEL,
-            )  # fmt: skip
+        return [_attempt_item(run, result) for result in results]
     except Exception:
-        log.exception("learning attempts of Quality Lab run %s failed", run.pk)
+        log.exception("learning attempts of Quality Lab run %s were not built", run.pk)
+        return []
 
 
 def quality_lab_run_learn(*, run: CaseRun) -> None:

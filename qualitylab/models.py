@@ -10,6 +10,8 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from triage.fields import BulkJSONField
+
 
 class LearningMode(models.TextChoices):
     OBSERVE = "observe", "observe"
@@ -223,8 +225,8 @@ class CaseResult(models.Model):
     failure_stage = models.CharField(max_length=64, blank=True)
     failure_reason = models.CharField(max_length=100, blank=True)
     allowed_failure = models.BooleanField(default=False)
-    sections = models.JSONField(default=dict)
-    latency_ms = models.JSONField(default=dict)
+    sections = BulkJSONField(default=dict)
+    latency_ms = BulkJSONField(default=dict)
     failure_record = models.ForeignKey(
         "triage.FailureRecord", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

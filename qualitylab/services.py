@@ -464,19 +464,15 @@ def run_execute(
             if writer.due():
                 writer.flush()
                 if CaseRun.objects.filter(pk=run_id, cancel_requested=True).exists():
-                    learning_services.quality_lab_run_record(run=run)
                     _finish_run(run, status=RunStatus.CANCELLED)
                     learning_services.quality_lab_run_learn(run=run)
                     return run
             outcome = _case_outcome(case, loaded=loaded, context=context, shadow=shadow)
             writer.add(case=case, repetition=repetition, outcome=outcome)
     writer.flush()
-    # One learning attempt per executed case, then the run is done. In this order a worker
-    # killed in between leaves the run running, and the redelivered task records again
-    # (idempotent) and finishes it; a finished run is never taken over, so the other order
-    # lost the attempts (tests/faults/test_worker_killed.py). Merging them into suggestions
-    # can wait until the run is done: pending attempts are merged by any later derivation.
-    learning_services.quality_lab_run_record(run=run)
+    # Every result is stored with its learning attempt; merging the attempts into
+    # suggestions can wait until the run is done (pending attempts are merged by any later
+    # derivation, so a worker killed in between loses nothing).
     _finish_run(run, status=RunStatus.DONE)
     learning_services.quality_lab_run_learn(run=run)
     return run
@@ -574,9 +570,18 @@ class _ResultWriter:
         self.flushed_at = time.monotonic()
         if not pending:
             return
+        results = [result for result, _ in pending]
         with transaction.atomic():
             # ignore_conflicts: results another delivery already stored are kept as they are.
-            CaseResult.objects.bulk_create([result for result, _ in pending], ignore_conflicts=True)
+            CaseResult.objects.bulk_create(results, ignore_conflicts=True)
+            stored = {
+                (case_id, repetition): pk
+                for case_id, repetition, pk in self.run.results.filter(
+                    case_id__in={r.case_id for r in results}
+                ).values_list("case_id", "repetition", "pk")
+            }
+            for result in results:  # its own id, or that of the result stored before it
+                result.pk = stored[(result.case_id, result.repetition)]
             counts = self.run.results.aggregate(
                 done=Count("id"), passed=Count("id", filter=Q(passed=True))
             )
@@ -587,23 +592,24 @@ class _ResultWriter:
                 heartbeat_at=timezone.now(),
             )
             # In the results' transaction: a redelivery skips the cases that have results,
-            # so failure records written after the commit were lost with a killed worker.
-            self._record_failures([(r, f) for r, f in pending if f is not None])
+            # so what was written after the commit was lost with a killed worker.
+            self._ingest(pending)
         if self.on_case is not None:
-            written = {(r.case_id, r.repetition) for r, _ in pending}
-            for result in self.run.results.filter(
-                case_id__in={case_id for case_id, _ in written}
-            ).select_related("case"):
-                if (result.case_id, result.repetition) in written:
-                    self.on_case(result)
+            for result in self.run.results.filter(pk__in=[r.pk for r in results]).select_related(
+                "case"
+            ):
+                self.on_case(result)
 
-    def _record_failures(self, failures: list[tuple[CaseResult, dict[str, Any]]]) -> None:
-        """Failed cases become FailureRecords through the ingest path, like a runtime's."""
-        if not failures:
-            return
+    def _ingest(self, pending: list[tuple[CaseResult, dict[str, Any] | None]]) -> None:
+        """The batch's failed cases as FailureRecords and every case as a learning attempt,
+        in one pass through the ingest path, like a runtime's; then each failed result
+        links its record."""
         run = self.run
+        failures: dict[str, CaseResult] = {}
         items: list[dict[str, Any]] = []
-        for result, failure in failures:
+        for result, failure in pending:
+            if failure is None:
+                continue
             body = {key: value for key, value in failure.items() if value is not None}
             body.update(
                 {
@@ -619,25 +625,25 @@ class _ResultWriter:
             )
             item_id = f"run-{run.pk}/{result.case.case_id}/{result.repetition}"
             items.append({"type": "failure", "id": item_id, "body": body})
+            failures[item_id] = result
+        items += learning_services.quality_lab_attempt_items(
+            run=run, results=[result for result, _ in pending]
+        )
         batch_ingest(owner="quality_lab", items=items, channel="quality_lab")
+        if not failures:
+            return
         from triage.models import FailureRecord
 
-        records = dict(
-            FailureRecord.objects.filter(
-                client_id__in=[item["id"] for item in items], source="quality_lab"
-            ).values_list("client_id", "pk")
+        records = FailureRecord.objects.filter(
+            client_id__in=list(failures), source="quality_lab"
+        ).values_list("client_id", "pk")
+        CaseResult.objects.bulk_update(
+            [
+                CaseResult(pk=failures[client_id].pk, failure_record_id=record_id)
+                for client_id, record_id in records
+            ],
+            ["failure_record"],
         )
-        stored = {
-            (row.case_id, row.repetition): row
-            for row in run.results.filter(case_id__in={r.case_id for r, _ in failures})
-        }
-        linked = []
-        for (result, _), item in zip(failures, items, strict=True):
-            row = stored.get((result.case_id, result.repetition))
-            if row is not None and item["id"] in records:
-                row.failure_record_id = records[item["id"]]
-                linked.append(row)
-        CaseResult.objects.bulk_update(linked, ["failure_record"])
 
 
 def _finish_run(run: CaseRun, *, status: str) -> None:

@@ -35,16 +35,16 @@ def _before(owner: Any, name: str, when: Callable[..., bool] = lambda *a, **k: T
 
 
 def _install(point: str) -> None:
-    from learning import services as learning_services
     from qualitylab import services
 
-    if point == "failures-after-results":
-        # A batch of results is committed; the failed cases' records are not written yet.
-        _before(services._ResultWriter, "_record_failures", lambda self, failures: bool(failures))
-    elif point == "learning-record":
-        # Every result is written, the learning attempts are not (the run used to be marked
-        # done by then, and a finished run is never taken over).
-        _before(learning_services, "quality_lab_run_record")
+    if point == "ingest-after-results":
+        # A batch's results are inserted; its failure records and learning attempts, which
+        # commit with them, are not written yet.
+        _before(services._ResultWriter, "_ingest")
+    elif point == "finish":
+        # Every result is committed with its records and attempts; the run is not done yet
+        # (a finished run is never taken over).
+        _before(services, "_finish_run")
     else:
         raise ValueError(f"unknown kill point {point!r}")
 

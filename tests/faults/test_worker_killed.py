@@ -81,7 +81,7 @@ def _shop() -> Collection:
     return collection
 
 
-@pytest.mark.parametrize("kill_at", ["failures-after-results", "learning-record"])
+@pytest.mark.parametrize("kill_at", ["ingest-after-results", "finish"])
 def test_a_worker_killed_between_two_writes_loses_nothing_of_the_run(
     queue: str, tmp_path: Path, kill_at: str, workers: list[CeleryWorker]
 ) -> None:
