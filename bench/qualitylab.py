@@ -487,9 +487,7 @@ def profile(collection: Any, case_ids: list[str]) -> None:
     phases = Phases()
     phases.wrap(engine, "run_case", "engine.run_case")
     phases.wrap(services, "case_spec", "case_spec (CaseSpec from the row)")
-    phases.wrap(
-        services._ResultWriter, "_ingest", "ingest: failure records and learning attempts"
-    )
+    phases.wrap(services._ResultWriter, "_ingest", "ingest: failure records and learning attempts")
     phases.wrap(services._ResultWriter, "flush", "result batches: INSERT, recount, ingest")
     phases.wrap(services, "_finish_run", "finish: metrics over every result")
     learning = services.learning_services
