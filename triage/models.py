@@ -236,7 +236,11 @@ class FailureGroup(models.Model):
 class FailureGroupBucket(models.Model):
     """Records per group per hour, for window counts and sparklines without raw scans."""
 
-    group = models.ForeignKey(FailureGroup, on_delete=models.CASCADE, related_name="buckets")
+    # No index of its own: the unique constraint, which starts with the group, serves
+    # lookups by group, and one index fewer is one write fewer per counter update.
+    group = models.ForeignKey(
+        FailureGroup, on_delete=models.CASCADE, related_name="buckets", db_index=False
+    )
     hour = models.DateTimeField()
     count = models.PositiveIntegerField(default=0)
 
@@ -255,7 +259,11 @@ class FailureGroupBucket(models.Model):
 class FailureGroupDay(models.Model):
     """Records per group per UTC day: windows of days read one row per day, not 24 buckets."""
 
-    group = models.ForeignKey(FailureGroup, on_delete=models.CASCADE, related_name="days")
+    # No index of its own: the unique constraint, which starts with the group, serves
+    # lookups by group, and one index fewer is one write fewer per counter update.
+    group = models.ForeignKey(
+        FailureGroup, on_delete=models.CASCADE, related_name="days", db_index=False
+    )
     day = models.DateTimeField()  # midnight UTC
     count = models.PositiveIntegerField(default=0)
 
@@ -270,7 +278,11 @@ class FailureGroupDay(models.Model):
 class FailureGroupFacet(models.Model):
     """Records per group by source, lane and execution state (the filterable mixes)."""
 
-    group = models.ForeignKey(FailureGroup, on_delete=models.CASCADE, related_name="facets")
+    # No index of its own: the unique constraint, which starts with the group, serves
+    # lookups by group, and one index fewer is one write fewer per counter update.
+    group = models.ForeignKey(
+        FailureGroup, on_delete=models.CASCADE, related_name="facets", db_index=False
+    )
     dimension = models.CharField(max_length=20)  # source | lane | execution_state
     value = models.CharField(max_length=32)
     count = models.PositiveBigIntegerField(default=0)
