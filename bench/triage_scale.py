@@ -450,7 +450,8 @@ def report(results: list[SizeResult]) -> bool:
         print(f"{result.size:,} records: {counts}{rate}")
     print()
     sizes = [f"{result.size // 1000:,}k" for result in results]
-    header = f"{'endpoint':<40}{'queries':>8}"
+    width = max(40, *(len(timing.label) + 2 for timing in large.timings))
+    header = f"{'endpoint':<{width}}{'queries':>8}"
     for size in sizes:
         header += f"{size + ' p50':>12}{size + ' p95':>12}"
     header += f"{'p95 ratio':>11}"
@@ -458,7 +459,7 @@ def report(results: list[SizeResult]) -> bool:
     print("-" * len(header))
     passed = True
     for index, timing in enumerate(large.timings):
-        line = f"{timing.label:<40}{timing.queries:>8}"
+        line = f"{timing.label:<{width}}{timing.queries:>8}"
         for result in results:
             line += f"{result.timings[index].p50:>10.1f}ms{result.timings[index].p95:>10.1f}ms"
         ratio = timing.p95 / small.timings[index].p95
