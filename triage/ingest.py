@@ -39,6 +39,7 @@ from triage.models import (
     IngestItem,
     IngestRejection,
     Receipt,
+    RejectionCount,
     RunnerEvent,
     ToolPolicy,
 )
@@ -299,11 +300,16 @@ def batch_ingest(
             )
             for item in rejected
         )
+        rejected_by_code = Counter(item.error.code for item in rejected)
+        _upsert_increments(
+            RejectionCount._meta.db_table, ("code",), ("text", "bigint"),
+            sorted(rejected_by_code.items()),
+        )  # fmt: skip
         batch.accepted = len(claimed)
         batch.duplicates = len(duplicates) + len(duplicates_in_batch)
         batch.conflicts = sum(1 for item in rejected if item.status == CONFLICT)
         batch.rejected = len(rejected) - batch.conflicts
-        batch.rejected_by_code = dict(Counter(item.error.code for item in rejected))
+        batch.rejected_by_code = dict(rejected_by_code)
         batch.duration_ms = int((time.monotonic() - started) * 1000)
         batch.save(
             update_fields=[

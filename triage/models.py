@@ -153,6 +153,21 @@ class IngestRejection(models.Model):
         return f"batch {self.batch_id} item {self.index}: {self.code}"
 
 
+class RejectionCount(models.Model):
+    """Rejected items per code since the beginning, kept by ingest with each batch's
+    rejections: the ingestion page reads a handful of rows, not every rejection (counting
+    a million of them took 65 ms a page load)."""
+
+    code = models.CharField(max_length=40, primary_key=True)
+    count = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-count", "code"]
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.count}"
+
+
 class ToolPolicy(models.Model):
     """What a tool may do and how its failures are handled (seed 004); collection "" = any."""
 

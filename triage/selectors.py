@@ -27,9 +27,9 @@ from triage.models import (
     FailureGroupDay,
     FailureGroupFacet,
     FailureRecord,
-    IngestRejection,
     Receipt,
     Reconciliation,
+    RejectionCount,
 )
 from triage.timebins import day_ceil, day_floor, hour_floor
 
@@ -89,10 +89,9 @@ def unmapped_reasons() -> list[dict[str, Any]]:
     )
 
 
-def rejections_by_code() -> list[dict[str, Any]]:
-    return list(
-        IngestRejection.objects.values("code").annotate(items=Count("id")).order_by("-items")
-    )
+def rejections_by_code() -> list[RejectionCount]:
+    """Rejected items per code, most frequent first, since the beginning."""
+    return list(RejectionCount.objects.filter(count__gt=0))
 
 
 # --- the triage page ------------------------------------------------------------------------

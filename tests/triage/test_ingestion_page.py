@@ -8,12 +8,13 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.db.models import Count
 from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
 
 from tests.factories import failure_item
-from triage.models import ApiKey, IngestBatch
+from triage.models import ApiKey, IngestBatch, IngestRejection, RejectionCount
 from triage.views_ingestion import CURL_EXAMPLE_BODY
 
 pytestmark = pytest.mark.django_db
@@ -104,6 +105,32 @@ def test_the_ledger_shows_batches_ingested_through_the_api(
     assert "runtime-a" in content
     assert '<span class="code">missing_field</span> 1' in content
     assert "Last 24 h: <strong>2</strong> batches" in content
+
+
+def test_rejected_by_code_counts_every_rejection_of_every_batch(
+    viewer_client: Client, ingest_client: APIClient
+) -> None:
+    no_stage = {"type": "failure", "body": {"reason": "http_5xx"}}
+    ingest(ingest_client, [failure_item("same"), {**no_stage, "id": "bad-1"}])
+    ingest(
+        ingest_client,
+        [
+            failure_item("same", message="another body under the same id"),
+            {**no_stage, "id": "bad-2"},
+            {**no_stage, "id": "bad-3"},
+            {"type": "nonsense", "id": "odd-1", "body": {}},
+        ],
+    )
+    stored = dict(
+        IngestRejection.objects.values("code").annotate(n=Count("id")).values_list("code", "n")
+    )
+    assert stored == {"missing_field": 3, "conflict": 1, "unknown_type": 1}
+    assert dict(RejectionCount.objects.values_list("code", "count")) == stored
+    content = viewer_client.get(URL).content.decode()
+    assert (
+        '<span class="code">missing_field</span> 3 · <span class="code">conflict</span> 1 · '
+        '<span class="code">unknown_type</span> 1' in content
+    )
 
 
 def test_expanding_a_batch_lists_its_rejections_without_bodies(
