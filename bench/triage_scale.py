@@ -20,8 +20,9 @@ What one run does:
    load) and then the measurement: every endpoint is requested ``--repeat`` times, in
    interleaved rounds so that noise from the machine falls on all of them alike, through
    Django's full request path (middleware, session auth or API-key auth, view, template)
-   with production settings (``DJANGO_DEBUG=0``). The figure is server time: from the
-   request entering Django to the rendered response, without a network or a browser.
+   with production settings (``DJANGO_DEBUG=0``), in a process set up as ``config.wsgi``
+   sets up a gunicorn worker. The figure is server time: from the request entering Django
+   to the rendered response, without a network or a browser.
 4. Prints p50 and p95 per endpoint at each size, the ratio of the largest size to the
    smallest, and PASS/MISS against the targets (triage page p95 under 100 ms at 1M, and
    within 1.5x of the 100k figure). Misses fail the exit status only with ``--strict``.
@@ -404,6 +405,8 @@ def clients() -> tuple[Any, Any]:
 def measure(repeat: int) -> list[Timing]:
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
+
+    import config.wsgi  # noqa: F401  # set up like a gunicorn worker: views loaded, startup frozen
 
     browser, api = clients()
     targets = endpoints()

@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+import gc
 import os
 
 from django.core.wsgi import get_wsgi_application
+from django.urls import get_resolver
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 application = get_wsgi_application()
+
+# Load every view module now instead of at the first request, then take everything loaded
+# so far out of the garbage collector's full collections: it lives as long as the process,
+# and scanning its ~100,000 objects added about 45 ms to one request in ten of a busy page
+# (the default triage page at a million records, requested in a loop: p95 about 90 ms
+# before, about 60 ms after, p50 unchanged at about 45 ms).
+get_resolver().url_patterns  # noqa: B018
+gc.freeze()

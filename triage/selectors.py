@@ -161,10 +161,6 @@ class ReasonRow:
         return next(status for status in _STATUS_URGENCY if status in statuses)
 
     @cached_property
-    def statuses(self) -> Counter[str]:
-        return Counter(row.group.status for row in self.groups)
-
-    @cached_property
     def retryable_share(self) -> float:
         total = sum(row.group.records for row in self.groups)
         return sum(row.group.retryable_records for row in self.groups) / total if total else 0.0
