@@ -7,22 +7,26 @@ What one run does:
 
 1. Creates the database if it is missing (default
    ``postgres://postgres@127.0.0.1:5432/triage_scale``), migrates it and empties every
-   triage table (``--reuse`` keeps what an earlier run loaded when the record count
-   already matches the first size).
+   triage table.
 2. Loads failure records up to each size in turn through ``triage.ingest.batch_ingest``,
    the write path of the ingest API (scrubbing, classification, claims, group counters,
    hourly buckets, facets), in batches of 1,000 from ``--jobs`` processes. The traffic is
    a fleet's month: the catalog's 9 stages and every catalog reason with a long tail
    (Zipf weights, plus a few reasons the catalog does not know), 50 tools in 5
    collections, 30 days with a day-night rhythm and a dozen bursts where one tool and
-   reason spike for an hour or three.
-3. After each load, ``VACUUM ANALYZE`` (what autovacuum does on its own after a bulk
-   load) and then the measurement: every endpoint is requested ``--repeat`` times, in
-   interleaved rounds so that noise from the machine falls on all of them alike, through
-   Django's full request path (middleware, session auth or API-key auth, view, template)
-   with production settings (``DJANGO_DEBUG=0``), in a process set up as ``config.wsgi``
-   sets up a gunicorn worker. The figure is server time: from the request entering Django
-   to the rendered response, without a network or a browser.
+   reason spike for an hour or three. After each load, ``VACUUM ANALYZE`` (what
+   autovacuum does on its own after a bulk load); every size but the largest is then
+   kept as a copy of the database (``triage_scale_100000``, ``CREATE DATABASE ...
+   TEMPLATE``) before the next load goes on. ``--reuse`` skips loading when the database
+   and its copies already hold their sizes.
+3. Measures every size in the same rounds: one process per size, each set up on its own
+   database as ``config.wsgi`` sets up a gunicorn worker, requests the endpoints in turn,
+   ``--repeat`` times, interleaved with the other sizes (endpoint 1 at 100k, then at 1M,
+   endpoint 2 ...), so that a slow minute of the machine falls on every size alike
+   instead of on whichever was measured then. Requests go through Django's full request
+   path (middleware, session auth or API-key auth, view, template) with production
+   settings (``DJANGO_DEBUG=0``). The figure is server time: from the request entering
+   Django to the rendered response, without a network or a browser.
 4. Prints p50 and p95 per endpoint at each size, the ratio of the largest size to the
    smallest, and PASS/MISS against the targets (triage page p95 under 100 ms at 1M, and
    within 1.5x of the 100k figure). Misses fail the exit status only with ``--strict``.
@@ -36,6 +40,7 @@ cursor), and the read API (newest failures, failures of one stage and reason, gr
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import multiprocessing
 import os
@@ -304,6 +309,55 @@ def vacuum_analyze(database_url: str) -> None:
         conn.execute("VACUUM ANALYZE")
 
 
+def copy_url(database_url: str, size: int) -> str:
+    """Where the copy of the database at `size` records lives: triage_scale_100000."""
+    parts = urllib.parse.urlsplit(database_url)
+    return urllib.parse.urlunsplit(parts._replace(path=f"{parts.path.rstrip('/')}_{size}"))
+
+
+def _name_and_maintenance(database_url: str) -> tuple[str, str]:
+    parts = urllib.parse.urlsplit(database_url)
+    name = urllib.parse.unquote(parts.path.lstrip("/"))
+    return name, urllib.parse.urlunsplit(parts._replace(path="/postgres"))
+
+
+def copy_database(source_url: str, target_url: str) -> None:
+    """CREATE DATABASE target TEMPLATE source (a file copy: seconds, not a reload)."""
+    import psycopg
+    from psycopg import sql
+
+    source, maintenance = _name_and_maintenance(source_url)
+    target, _ = _name_and_maintenance(target_url)
+    with psycopg.connect(maintenance, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(target))
+        )
+        # A template must have no other sessions: autovacuum may have started one.
+        conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = %s AND pid <> pg_backend_pid()",
+            [source],
+        )
+        conn.execute(
+            sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+                sql.Identifier(target), sql.Identifier(source)
+            )
+        )
+    print(f"  kept a copy as database {target}")
+
+
+def record_count(database_url: str) -> int | None:
+    """Failure records in the database, or None when it or its table is missing."""
+    import psycopg
+
+    try:
+        with psycopg.connect(database_url) as conn:
+            row = conn.execute("SELECT count(*) FROM triage_failurerecord").fetchone()
+    except psycopg.Error:
+        return None
+    return int(row[0]) if row else None
+
+
 def table_counts() -> dict[str, int]:
     from triage.models import FailureGroup, FailureGroupBucket, FailureGroupFacet, FailureRecord
 
@@ -331,6 +385,7 @@ class Timing:
     label: str
     samples_ms: list[float]
     queries: int
+    triage_page: bool = False
 
     @property
     def p50(self) -> float:
@@ -402,7 +457,11 @@ def clients() -> tuple[Any, Any]:
     return browser, Client(HTTP_AUTHORIZATION=f"Bearer {key}")
 
 
-def measure(repeat: int) -> list[Timing]:
+def _serve(database_url: str, channel: Any) -> None:
+    """A measuring process on one database: sends its endpoints' labels, query counts and
+    table counts, then answers each endpoint index with one request's milliseconds."""
+    os.environ["DATABASE_URL"] = database_url
+    _setup_django()
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
@@ -410,7 +469,6 @@ def measure(repeat: int) -> list[Timing]:
 
     browser, api = clients()
     targets = endpoints()
-    queries: dict[str, int] = {}
 
     def get(endpoint: Endpoint) -> float:
         client = api if endpoint.api else browser
@@ -421,16 +479,55 @@ def measure(repeat: int) -> list[Timing]:
             raise SystemExit(f"{endpoint.url}: HTTP {response.status_code}")
         return elapsed
 
+    queries = []
     for endpoint in targets:  # warm caches, connections and templates; count queries once
         get(endpoint)
         with CaptureQueriesContext(connection) as captured:
             get(endpoint)
-        queries[endpoint.label] = len(captured)
-    samples: dict[str, list[float]] = {endpoint.label: [] for endpoint in targets}
-    for _ in range(repeat):
-        for endpoint in targets:
-            samples[endpoint.label].append(get(endpoint))
-    return [Timing(e.label, samples[e.label], queries[e.label]) for e in targets]
+        queries.append(len(captured))
+    labels = [(endpoint.label, endpoint.triage_page) for endpoint in targets]
+    channel.send((labels, queries, table_counts()))
+    while (index := channel.recv()) is not None:
+        channel.send(get(targets[index]))
+
+
+@dataclass
+class _Server:
+    size: int
+    process: Any
+    channel: Any
+    labels: list[tuple[str, bool]] = field(default_factory=list)
+    queries: list[int] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+    samples: list[list[float]] = field(default_factory=list)
+
+
+def measure(databases: dict[int, str], repeat: int) -> dict[int, _Server]:
+    """Every size in the same rounds, one process each, never two requests at once."""
+    context = multiprocessing.get_context("spawn")
+    servers: dict[int, _Server] = {}
+    try:
+        for size, database_url in databases.items():
+            ours, theirs = context.Pipe()
+            process = context.Process(target=_serve, args=(database_url, theirs), daemon=True)
+            process.start()
+            servers[size] = _Server(size, process, ours)
+        for server in servers.values():
+            server.labels, server.queries, server.counts = server.channel.recv()
+            server.samples = [[] for _ in server.labels]
+        for _ in range(repeat):
+            for index in range(len(next(iter(servers.values())).labels)):
+                for server in servers.values():
+                    server.channel.send(index)
+                    server.samples[index].append(server.channel.recv())
+    except EOFError:
+        raise SystemExit("a measuring process died; its error is above") from None
+    finally:
+        for server in servers.values():
+            with contextlib.suppress(OSError):
+                server.channel.send(None)
+            server.process.join(timeout=10)
+    return servers
 
 
 # --- report ----------------------------------------------------------------------------------
@@ -469,16 +566,16 @@ def report(results: list[SizeResult]) -> bool:
         line += f"{ratio:>10.2f}x"
         print(line)
     print()
-    for index, endpoint in enumerate(endpoints()):
-        if not endpoint.triage_page:
+    for index, timing in enumerate(large.timings):
+        if not timing.triage_page:
             continue
-        p95 = large.timings[index].p95
+        p95 = timing.p95
         ratio = p95 / small.timings[index].p95
         fast = p95 < TARGET_P95_MS
         flat = ratio <= TARGET_RATIO
         passed = passed and fast and flat
         print(
-            f"{'PASS' if fast and flat else 'MISS'}  {endpoint.label}: p95 {p95:.1f} ms at "
+            f"{'PASS' if fast and flat else 'MISS'}  {timing.label}: p95 {p95:.1f} ms at "
             f"{large.size:,} (target < {TARGET_P95_MS:.0f} ms), {ratio:.2f}x the "
             f"{small.size:,} figure (target <= {TARGET_RATIO}x)"
         )
@@ -497,34 +594,46 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     sizes = sorted(int(size) for size in args.sizes.split(","))
 
+    if len(sizes) < 2:
+        raise SystemExit("need two sizes to compare")
     env = app_env(args.database_url)
     env["DJANGO_ALLOWED_HOSTS"] = "testserver,127.0.0.1,localhost"
     os.environ.update(env)
     ensure_database(args.database_url)
     manage(env, "migrate", "--noinput", "-v", "0")
     manage(env, "collectstatic", "--noinput", "-v", "0")  # production pages need the manifest
-    _setup_django()
-    from triage.models import FailureRecord
-
-    loaded = FailureRecord.objects.count()
-    if not (args.reuse and loaded in sizes):
+    databases = {size: copy_url(args.database_url, size) for size in sizes[:-1]}
+    databases[sizes[-1]] = args.database_url
+    rates: dict[int, float] = {}
+    if args.reuse and all(record_count(url) == size for size, url in databases.items()):
+        print("reusing the records loaded by an earlier run")
+        for url in databases.values():
+            manage({**env, "DATABASE_URL": url}, "migrate", "--noinput", "-v", "0")
+    else:
         empty_tables(args.database_url, keep=frozenset())
+        now = datetime.now(UTC)
         loaded = 0
-    now = datetime.now(UTC)
-    results: list[SizeResult] = []
-    for size in sizes:
-        rate: float | None = None
-        if loaded < size:
+        for size in sizes:
             print(f"loading {size - loaded:,} records ({args.jobs} processes)")
-            rate = load(start=loaded, end=size, jobs=args.jobs, batch=args.batch, now=now)
+            rates[size] = load(start=loaded, end=size, jobs=args.jobs, batch=args.batch, now=now)
             loaded = size
-        elif loaded > size:
-            continue  # --reuse with more records than this size: it cannot be measured
-        vacuum_analyze(args.database_url)
-        print(f"measuring at {size:,} records ({args.repeat} rounds)")
-        results.append(SizeResult(size, rate, table_counts(), measure(args.repeat)))
-    if len(results) < 2:
-        raise SystemExit("need two sizes to compare; drop --reuse or pass --sizes")
+            vacuum_analyze(args.database_url)
+            if size != sizes[-1]:
+                copy_database(args.database_url, databases[size])
+    print(f"measuring {' and '.join(f'{size:,}' for size in sizes)} records in the same rounds")
+    servers = measure(databases, args.repeat)
+    results = [
+        SizeResult(
+            size,
+            rates.get(size),
+            server.counts,
+            [
+                Timing(label, server.samples[index], server.queries[index], triage_page)
+                for index, (label, triage_page) in enumerate(server.labels)
+            ],
+        )
+        for size, server in servers.items()
+    ]
     passed = report(results)
     return 0 if passed or not args.strict else 1
 
