@@ -381,15 +381,20 @@ def app_env(database_url: str) -> dict[str, str]:
     return env
 
 
-def ensure_database(database_url: str) -> None:
-    import psycopg
-    from psycopg import sql
-
+def database_name(database_url: str) -> tuple[str, str]:
+    """The database a URL names, and the URL of the server's maintenance database."""
     parts = urllib.parse.urlsplit(database_url)
     name = urllib.parse.unquote(parts.path.lstrip("/"))
     if not name:
         raise SystemExit("--database-url must name a database")
-    maintenance = urllib.parse.urlunsplit(parts._replace(path="/postgres"))
+    return name, urllib.parse.urlunsplit(parts._replace(path="/postgres"))
+
+
+def ensure_database(database_url: str) -> None:
+    import psycopg
+    from psycopg import sql
+
+    name, maintenance = database_name(database_url)
     with psycopg.connect(maintenance, autocommit=True) as conn:
         found = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone()
         if found is None:

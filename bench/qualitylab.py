@@ -51,7 +51,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.parse
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -281,19 +280,10 @@ def configure(args: argparse.Namespace, scratch: Path) -> dict[str, str]:
 
 
 def ensure_database(database_url: str) -> None:
-    if not database_url.startswith("postgres"):
-        return
-    import psycopg
-    from psycopg import sql
+    if database_url.startswith("postgres"):
+        from bench.ingest import ensure_database as ensure_postgres_database
 
-    parts = urllib.parse.urlsplit(database_url)
-    name = urllib.parse.unquote(parts.path.lstrip("/"))
-    maintenance = urllib.parse.urlunsplit(parts._replace(path="/postgres"))
-    with psycopg.connect(maintenance, autocommit=True) as conn:
-        found = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone()
-        if found is None:
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-            print(f"created database {name}")
+        ensure_postgres_database(database_url)
 
 
 def prepare_database() -> None:

@@ -59,7 +59,13 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.ingest import app_env, empty_tables, ensure_database, manage  # noqa: E402
+from bench.ingest import (  # noqa: E402
+    app_env,
+    database_name,
+    empty_tables,
+    ensure_database,
+    manage,
+)
 
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/triage_scale"
 TARGET_P95_MS = 100.0
@@ -315,19 +321,13 @@ def copy_url(database_url: str, size: int) -> str:
     return urllib.parse.urlunsplit(parts._replace(path=f"{parts.path.rstrip('/')}_{size}"))
 
 
-def _name_and_maintenance(database_url: str) -> tuple[str, str]:
-    parts = urllib.parse.urlsplit(database_url)
-    name = urllib.parse.unquote(parts.path.lstrip("/"))
-    return name, urllib.parse.urlunsplit(parts._replace(path="/postgres"))
-
-
 def copy_database(source_url: str, target_url: str) -> None:
     """CREATE DATABASE target TEMPLATE source (a file copy: seconds, not a reload)."""
     import psycopg
     from psycopg import sql
 
-    source, maintenance = _name_and_maintenance(source_url)
-    target, _ = _name_and_maintenance(target_url)
+    source, maintenance = database_name(source_url)
+    target, _ = database_name(target_url)
     with psycopg.connect(maintenance, autocommit=True) as conn:
         conn.execute(
             sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(target))
@@ -493,7 +493,6 @@ def _serve(database_url: str, channel: Any) -> None:
 
 @dataclass
 class _Server:
-    size: int
     process: Any
     channel: Any
     labels: list[tuple[str, bool]] = field(default_factory=list)
@@ -511,7 +510,7 @@ def measure(databases: dict[int, str], repeat: int) -> dict[int, _Server]:
             ours, theirs = context.Pipe()
             process = context.Process(target=_serve, args=(database_url, theirs), daemon=True)
             process.start()
-            servers[size] = _Server(size, process, ours)
+            servers[size] = _Server(process, ours)
         for server in servers.values():
             server.labels, server.queries, server.counts = server.channel.recv()
             server.samples = [[] for _ in server.labels]

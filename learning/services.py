@@ -555,7 +555,7 @@ def _attempt_item(run: CaseRun, result: CaseResult) -> dict[str, Any]:
     failure = sections.get("failure") or {}
     success = bool(result.passed and not failure)
     latency = sum(float(value) for value in (result.latency_ms or {}).values() if value)
-    client_id = f"run-{run.pk}/{case.case_id}/{result.repetition}"
+    client_id = result.ingest_id
     body: dict[str, Any] = {
         "query": case.query,
         "collection": run.collection.name,

@@ -248,3 +248,8 @@ class CaseResult(models.Model):
 
     def __str__(self) -> str:
         return f"{self.case} in run {self.run_id}: {'passed' if self.passed else 'failed'}"
+
+    @property
+    def ingest_id(self) -> str:
+        """The id its failure record and its learning attempt carry through ingest."""
+        return f"run-{self.run_id}/{self.case.case_id}/{self.repetition}"

@@ -623,9 +623,8 @@ class _ResultWriter:
                     },
                 }
             )
-            item_id = f"run-{run.pk}/{result.case.case_id}/{result.repetition}"
-            items.append({"type": "failure", "id": item_id, "body": body})
-            failures[item_id] = result
+            items.append({"type": "failure", "id": result.ingest_id, "body": body})
+            failures[result.ingest_id] = result
         items += learning_services.quality_lab_attempt_items(
             run=run, results=[result for result, _ in pending]
         )

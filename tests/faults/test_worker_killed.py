@@ -23,9 +23,9 @@ from django.conf import settings
 from django.db.models import Count
 
 from learning.models import LearningAttempt
-from qualitylab import demo, services
-from qualitylab.models import CaseResult, Collection, RunStatus
-from tests.factories import run_settled
+from qualitylab import services
+from qualitylab.models import CaseResult, RunStatus
+from tests.factories import demo_collection, run_settled
 from tests.faults.processes import CeleryWorker, base_env, wait_until
 from triage.models import FailureRecord
 
@@ -68,24 +68,11 @@ def _worker(name: str, tmp_path: Path, **env: str) -> CeleryWorker:
     )
 
 
-def _shop() -> Collection:
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(services, "_send", lambda task, **kwargs: None)
-        collection, version = services.collection_create(
-            name="shop", spec_text=demo.SPEC_PATH.read_text(encoding="utf-8")
-        )
-    assert services.version_build(version_id=version.pk) is not None
-    report = services.cases_import(collection=collection, documents=demo.load_case_data())
-    assert not report.errors, report.errors
-    collection.refresh_from_db()
-    return collection
-
-
 @pytest.mark.parametrize("kill_at", ["ingest-after-results", "finish"])
 def test_a_worker_killed_between_two_writes_loses_nothing_of_the_run(
     queue: str, tmp_path: Path, kill_at: str, workers: list[CeleryWorker]
 ) -> None:
-    shop = _shop()
+    shop = demo_collection()
     run = services.run_start(collection=shop, mode="search", channel="cli")
 
     first = _worker("first", tmp_path, FAULTS_KILL_AT=kill_at)
