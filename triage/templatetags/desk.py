@@ -133,13 +133,15 @@ def reason_rows(section: Any, unit: str, narrowed: str, narrow_base: str) -> Saf
                 reverse("triage:group", args=[row.top_group.pk]),
                 row.reason,
                 _UNMAPPED_PILL if row.info is None else "",
-                f"{row.count:,}",
+                thousands(row.count),
                 sparkline(row.spark, unit=unit),
                 _first_two(row.tools, '<span class="code">{}</span>'),
                 _first_two(row.collections),
                 mark_safe(" ".join(lane_pill(lane) for lane in row.lanes)),
                 format_html_join(
-                    mark_safe("<br>"), "{} {}", ((s, f"{n:,}") for s, n in row.state_mix.items())
+                    mark_safe("<br>"),
+                    "{} {}",
+                    ((s, thousands(n)) for s, n in row.state_mix.items()),
                 ),
                 percent(row.retryable_share),
                 _row_status(row),
@@ -196,7 +198,7 @@ def _group_list(row: Any) -> SafeString:
             reverse("triage:group", args=[item.group.pk]),
             item.group.tool or "(no tool)",
             item.group.collection or "(no collection)",
-            f"{item.window_count:,}",
+            thousands(item.window_count),
             status_pill(item.group.status),
             format_html(' <span class="muted small">· {}</span>', item.group.assignee)
             if item.group.assignee
