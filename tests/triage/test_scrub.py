@@ -733,9 +733,11 @@ def _clean_corpus() -> list[str]:
     generated: list[str] = []
     templates: list[Callable[[], str]] = [
         lambda: f"Read timed out after {rng.randint(1, 60000)} ms on step_{rng.randint(1, 9)}",
-        lambda: f"HTTP {rng.choice([400, 401, 403, 404, 409, 422, 500, 502, 503])} "
-        f"at 2026-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}T"
-        f"{rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}:{rng.randint(0, 59):02d}Z",
+        lambda: (
+            f"HTTP {rng.choice([400, 401, 403, 404, 409, 422, 500, 502, 503])} "
+            f"at 2026-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}T"
+            f"{rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}:{rng.randint(0, 59):02d}Z"
+        ),
         lambda: f"ORD-2026-{rng.randint(0, 999999):06d}",
         lambda: f"tr_2026{rng.randint(1000, 1231)}_{rng.randint(0, 999):03d}",
         lambda: str(uuid.UUID(int=rng.getrandbits(128))),

@@ -720,9 +720,11 @@ def wait_for_build(
 ) -> CollectionVersion:
     """Poll a collection build until it is ready or failed, showing progress on a terminal."""
     return _wait(
-        load=lambda: CollectionVersion.objects.select_related("collection")
-        .defer("spec_source", "artifact_compressed")
-        .get(pk=version_id),
+        load=lambda: (
+            CollectionVersion.objects.select_related("collection")
+            .defer("spec_source", "artifact_compressed")
+            .get(pk=version_id)
+        ),
         finished=lambda version: version.status in (BuildStatus.READY, BuildStatus.FAILED),
         queued=lambda version: version.status == BuildStatus.QUEUED,
         progress=_build_progress,
