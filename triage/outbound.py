@@ -453,19 +453,22 @@ def _send(
     tls_context: ssl.SSLContext | None,
 ) -> tuple[http.client.HTTPResponse, bytes]:
     connection = _open(target, deadline, tls_context)
-    assert connection.sock is not None
-    timer = deadline.guard(connection.sock)
+    # http.client hands the socket to the response (connection.sock becomes None) when
+    # the server closes after answering: keep our own reference for the timeouts.
+    sock = connection.sock
+    assert sock is not None
+    timer = deadline.guard(sock)
     try:
         connection.request(method, target.request_target, body=body, headers=dict(headers))
-        connection.sock.settimeout(deadline.remaining())
+        sock.settimeout(deadline.remaining())
         response = connection.getresponse()
         declared = response.getheader("Content-Length")
         if declared and declared.strip().isdigit() and int(declared) > max_body_bytes:
             raise _too_large(target, max_body_bytes)
         chunks: list[bytes] = []
         size = 0
-        while True:
-            connection.sock.settimeout(deadline.remaining())
+        while not response.isclosed():  # it closes itself once the whole body is read
+            sock.settimeout(deadline.remaining())
             chunk = response.read(min(_READ_CHUNK, max_body_bytes + 1 - size))
             if not chunk:
                 break
@@ -483,6 +486,7 @@ def _send(
     finally:
         timer.cancel()
         connection.close()
+        sock.close()
 
 
 def _too_large(target: Target, max_body_bytes: int) -> OutboundRefused:
