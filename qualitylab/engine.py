@@ -37,8 +37,16 @@ Cases
 
 Execution
     ``ExecutionContext(base_url, allowed_hosts, auth_headers=None, sessions={},
-    auth_profile=None, timeout_sec=30.0, allow_mutations=False)``. Header values are given
-    at run time and are never copied into an outcome (``repr=False``). ``AuthProfile``
+    auth_profile=None, timeout_sec=30.0, allow_mutations=False, private_allowed=(),
+    max_response_bytes=10 MiB, credential_refusals={})``. Header values are given
+    at run time and are never copied into an outcome (``repr=False``). ``timeout_sec`` is a
+    ceiling a case's own ``timeout_sec`` may lower; a session listed in
+    ``credential_refusals`` fails at ``auth_preflight`` (``auth_header_resolution_failed``).
+    Every request goes through ``triage.outbound.fetch`` (HttpExecutor only builds it):
+    public addresses only unless ``private_allowed``, redirects checked hop by hop and
+    without credentials across origins, the body capped; a refusal is
+    ``execute/network_error`` with ``blocked_by`` ``address`` / ``redirect`` /
+    ``response_size`` / ``scheme`` and the refusal's evidence. ``AuthProfile``
     describes the collection's auth (header names, required flag), never a secret.
 
 What each mode does (failure reasons are taxonomy codes; first failure wins)
