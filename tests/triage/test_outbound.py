@@ -323,3 +323,46 @@ def test_the_timeout_bounds_the_whole_call_even_when_the_server_drips(serve: Any
     with pytest.raises(TimeoutError, match="timed out"):
         _fetch(server.url, timeout=0.6)
     assert time.monotonic() - started < 3
+
+
+def test_https_connects_to_the_checked_address_and_verifies_the_host_name(
+    serve: Any, tmp_path: Any
+) -> None:
+    import shutil
+    import ssl
+    import subprocess
+
+    if shutil.which("openssl") is None:
+        pytest.skip("needs the openssl command to make a certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-subj", "/CN=api.example.test", "-addext", "subjectAltName=DNS:api.example.test",
+         "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    server = serve(_answer(200, b'{"tls": true}'))
+    server_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_context.load_cert_chain(cert, key)
+    server.httpd.socket = server_context.wrap_socket(server.httpd.socket, server_side=True)
+    client_context = ssl.create_default_context(cafile=str(cert))
+
+    def to_loopback(host: str, port: int) -> list[Any]:
+        return [ipaddress.ip_address("127.0.0.1")]
+
+    options = {
+        "allowed_hosts": ["api.example.test"],
+        "private_allowed": PrivateAllowance.parse(["api.example.test"]),
+        "resolve": to_loopback,
+        "tls_context": client_context,
+    }
+    url = f"https://api.example.test:{server.port}/secure"
+    response = _fetch(url, **options)
+    assert (response.status, response.body) == (200, b'{"tls": true}')
+    assert server.requests[0]["headers"]["Host"] == f"api.example.test:{server.port}"
+    with pytest.raises(ssl.SSLCertVerificationError):
+        _fetch(
+            f"https://other.example.test:{server.port}/",
+            **{**options, "allowed_hosts": ["other.example.test"],
+               "private_allowed": PrivateAllowance.parse(["other.example.test"])},
+        )  # fmt: skip
