@@ -25,7 +25,7 @@ browser:
 
 ## Install, migrate, load the demo through the real ingest API, start web + worker.
 demo: install
-	$(PY) manage.py demo
+	QUALITYLAB_ALLOWED_PRIVATE_HOSTS=127.0.0.1 $(PY) manage.py demo
 
 ## Lint, type-check, Django checks, migrations check and the whole test suite.
 test: install browser lint typecheck check pytest

@@ -13,6 +13,8 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from config.env import env_bool, env_float, env_int, env_list, env_str
+from qualitylab.credentials import CredentialRules
+from triage.outbound import PrivateAllowance
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("TRIAGE_VAR_DIR", str(BASE_DIR / "var")))
@@ -243,7 +245,32 @@ TRIAGE_INGEST_MAX_ITEMS = env_int("TRIAGE_INGEST_MAX_ITEMS", 1000, minimum=1)
 TRIAGE_INGEST_QUOTA_PER_MINUTE = env_int("TRIAGE_INGEST_QUOTA_PER_MINUTE", 600_000, minimum=1)
 # A running run whose worker has not reported for this long is taken over by a redelivery.
 QUALITYLAB_STALE_RUN_SECONDS = env_int("QUALITYLAB_STALE_RUN_SECONDS", 60, minimum=1)
+# A ceiling for each execute-case call (redirects and body included): a case's timeout_sec
+# may lower it, never raise it.
 QUALITYLAB_EXECUTE_TIMEOUT_SECONDS = env_float("QUALITYLAB_EXECUTE_TIMEOUT_SECONDS", 30.0)
+if not 0 < QUALITYLAB_EXECUTE_TIMEOUT_SECONDS <= 300:
+    raise ImproperlyConfigured("QUALITYLAB_EXECUTE_TIMEOUT_SECONDS must be in (0, 300].")
+# Execute cases read at most this much of an answer; a bigger one fails the case.
+QUALITYLAB_MAX_RESPONSE_BYTES = env_int(
+    "QUALITYLAB_MAX_RESPONSE_BYTES", 10 * 1024 * 1024, minimum=1024
+)
+# Non-public hosts, addresses and networks (CIDR) execute cases may call (loopback, private,
+# link-local... are refused otherwise), e.g. "127.0.0.1" for the demo sandbox.
+QUALITYLAB_ALLOWED_PRIVATE_HOSTS = env_list("QUALITYLAB_ALLOWED_PRIVATE_HOSTS", [])
+# Which worker environment variables a collection's auth profile may name (qualitylab/
+# credentials.py): <prefix><COLLECTION>[__<SESSION>], and explicit COLLECTION:VARIABLE pairs.
+QUALITYLAB_CREDENTIAL_ENV_PREFIX = env_str("QUALITYLAB_CREDENTIAL_ENV_PREFIX", "QUALITYLAB_SECRET_")
+QUALITYLAB_CREDENTIAL_ENVS = env_list("QUALITYLAB_CREDENTIAL_ENVS", [])
+try:
+    PrivateAllowance.parse(QUALITYLAB_ALLOWED_PRIVATE_HOSTS)
+except ValueError as exc:
+    raise ImproperlyConfigured(f"QUALITYLAB_ALLOWED_PRIVATE_HOSTS: {exc}.") from None
+try:
+    CredentialRules.parse(
+        prefix=QUALITYLAB_CREDENTIAL_ENV_PREFIX, declared=QUALITYLAB_CREDENTIAL_ENVS
+    )
+except ValueError as exc:
+    raise ImproperlyConfigured(f"Quality Lab credentials: {exc}.") from None
 TRIAGE_DATABASE_RETRY_AFTER_SECONDS = env_int("TRIAGE_DATABASE_RETRY_AFTER_SECONDS", 5, minimum=1)
 # Retention (triage/retention.py): failure records that occurred more than this many days ago
 # are pruned every hour by beat (and by `manage.py prune_records`); 0 keeps them forever.

@@ -37,8 +37,16 @@ Cases
 
 Execution
     ``ExecutionContext(base_url, allowed_hosts, auth_headers=None, sessions={},
-    auth_profile=None, timeout_sec=30.0, allow_mutations=False)``. Header values are given
-    at run time and are never copied into an outcome (``repr=False``). ``AuthProfile``
+    auth_profile=None, timeout_sec=30.0, allow_mutations=False, private_allowed=(),
+    max_response_bytes=10 MiB, credential_refusals={})``. Header values are given
+    at run time and are never copied into an outcome (``repr=False``). ``timeout_sec`` is a
+    ceiling a case's own ``timeout_sec`` may lower; a session listed in
+    ``credential_refusals`` fails at ``auth_preflight`` (``auth_header_resolution_failed``).
+    Every request goes through ``triage.outbound.fetch`` (HttpExecutor only builds it):
+    public addresses only unless ``private_allowed``, redirects checked hop by hop and
+    without credentials across origins, the body capped; a refusal is
+    ``execute/network_error`` with ``blocked_by`` ``address`` / ``redirect`` /
+    ``response_size`` / ``scheme`` and the refusal's evidence. ``AuthProfile``
     describes the collection's auth (header names, required flag), never a secret.
 
 What each mode does (failure reasons are taxonomy codes; first failure wins)
@@ -126,6 +134,7 @@ import graph_tool_call
 import yaml
 from graph_tool_call import ToolGraph
 from graph_tool_call.core.tool import ToolSchema
+from graph_tool_call.execute import http_executor as _gtc_http
 from graph_tool_call.execute.http_executor import HttpExecutor
 from graph_tool_call.graphify import (
     build_openapi_collection_artifact,
@@ -144,7 +153,7 @@ from graph_tool_call.plan import (
 
 from qualitylab import assertions as case_assertions
 from qualitylab.assertions import AssertionSet, CaseSpecError
-from triage import taxonomy
+from triage import outbound, taxonomy
 from triage.runner_events import failure_from_runner_event
 
 __all__ = [
@@ -684,8 +693,13 @@ class ExecutionContext:
     auth_headers: Mapping[str, str] | None = field(default=None, repr=False)
     sessions: Mapping[str, Mapping[str, str]] = field(default_factory=dict, repr=False)
     auth_profile: AuthProfile | None = None
-    timeout_sec: float = 30.0
+    timeout_sec: float = 30.0  # a ceiling: a case's timeout_sec may lower it, not raise it
     allow_mutations: bool = False
+    # Non-public hosts, addresses and networks an administrator allows (triage.outbound).
+    private_allowed: tuple[str, ...] = ()
+    max_response_bytes: int = 10 * 1024 * 1024
+    # Sessions whose credential variable the desk refused to read: session -> why.
+    credential_refusals: Mapping[str, str] = field(default_factory=dict)
 
     def session_headers(self, name: str | None) -> dict[str, str] | None:
         """The headers of a runtime session; ``None`` when there is no such context."""
@@ -1224,7 +1238,7 @@ class _CaseRun:
                     execution_state="not_started",
                 )
             )
-        timeout = float(case.timeout_sec or execution.timeout_sec)
+        timeout = float(min(case.timeout_sec or execution.timeout_sec, execution.timeout_sec))
         section["timeout_sec"] = timeout
         self.check_mutation_safety(plan, mutating, execution)
         host = self.check_host(plan, execution)
@@ -1233,6 +1247,9 @@ class _CaseRun:
         section["status"] = "running"
         with self.timed("execute"):
             adapter = _HttpAdapter(self.collection, execution.base_url, headers, timeout, execution)
+            adapter.credential_headers = (
+                execution.auth_profile.header_names if execution.auth_profile else ()
+            )
             events, failure, trace_steps = self.run_plan(plan, adapter)
         section["calls"] = adapter.calls
         section["events"] = events
@@ -1312,6 +1329,31 @@ class _CaseRun:
                     execution_state="not_started",
                 )
             )
+        try:  # resolved now and every address checked; each call checks again
+            outbound.check_url(
+                execution.base_url,
+                allowed_hosts=execution.allowed_hosts,
+                private_allowed=outbound.PrivateAllowance.parse(execution.private_allowed),
+            )
+        except outbound.OutboundRefused as exc:
+            self.fail(
+                failure_record(
+                    "execute",
+                    "network_error",
+                    f"Not called: {exc}",
+                    tool=plan.steps[0].tool if plan.steps else None,
+                    plan_id=plan.id,
+                    evidence={
+                        **exc.evidence,
+                        "request_sent": False,
+                        "blocked_by": "address",
+                        "error_class": "AddressNotAllowed",
+                    },
+                    execution_state="not_started",
+                )
+            )
+        except OSError:
+            pass  # resolution failed: the call itself reports it as a network error
         return host
 
     def auth_preflight(self, plan: Plan, execution: ExecutionContext) -> dict[str, str]:
@@ -1324,6 +1366,7 @@ class _CaseRun:
         ]
         required = bool(needs) or bool(profile and profile.required)
         headers = execution.session_headers(case.auth_session)
+        refused = execution.credential_refusals.get(case.auth_session or "default")
         readiness: dict[str, Any] = {
             "required": required,
             "source": "openapi_security" if needs else ("collection_policy" if required else None),
@@ -1338,10 +1381,15 @@ class _CaseRun:
             "failure_reason": None,
         }
         self.outcome.auth_readiness = readiness
-        if not required:
+        if not required and refused is None:
             return headers or {}
         reason, message, missing = None, "", []
-        if profile is None:
+        if refused is not None:
+            # The profile names a variable the desk may not send: never run as someone else.
+            reason = "auth_header_resolution_failed"
+            message = f"The credential was not read: {refused}"
+            readiness["credential_refused"] = True
+        elif profile is None:
             reason = "auth_profile_missing"
             message = "Auth is required but the collection has no auth profile"
         elif not headers:
@@ -1439,6 +1487,20 @@ class _CaseRun:
             reason = "network_error"
             evidence.update({"request_sent": False, "blocked_by": "allowed_hosts"})
             record = {**record, "stage": "execute", "execution_state": "not_started"}
+        refused = (adapter.last_call_for(str(record.get("tool") or "")) or {}).get("refused")
+        if evidence.get("exception_type") == outbound.OutboundRefused.__name__ and refused:
+            # Refused by the outbound policy: before sending (not_started), or after the
+            # remote side answered (a redirect not followed, a body over the cap).
+            sent = bool(refused.get("request_sent")) or refused["refused"] == "response_too_large"
+            reason = "network_error"
+            evidence.update(refused)
+            evidence.update({"request_sent": sent, "blocked_by": _BLOCKED_BY[refused["refused"]]})
+            evidence["error_class"] = outbound.OutboundRefused.__name__
+            record = {
+                **record,
+                "stage": "execute",
+                "execution_state": "completed" if sent else "not_started",
+            }
         tool = record.get("tool")
         state = record.get("execution_state")
         call = adapter.last_call_for(str(tool or ""))
@@ -1583,6 +1645,17 @@ class ToolHttpError(Exception):
         self.status = status
 
 
+# Which rule refused a call (evidence.blocked_by), by triage.outbound's refusal code.
+_BLOCKED_BY = {
+    "scheme_not_allowed": "scheme",
+    "host_not_allowed": "allowed_hosts",
+    "address_not_allowed": "address",
+    "redirect_refused": "redirect",
+    "too_many_redirects": "redirect",
+    "response_too_large": "response_size",
+}
+
+
 class HostNotAllowedError(ConnectionError):
     """The request would leave the collection's allowed hosts (checked per request too)."""
 
@@ -1612,6 +1685,10 @@ class _HttpAdapter:
         self.headers = dict(headers)
         self.timeout = timeout
         self.allowed_hosts = execution.allowed_hosts
+        self.private_allowed = outbound.PrivateAllowance.parse(execution.private_allowed)
+        self.max_response_bytes = execution.max_response_bytes
+        # Dropped (with Authorization and Cookie) when a redirect leaves the origin.
+        self.credential_headers: tuple[str, ...] = ()
         self.calls: list[dict[str, Any]] = []
         self.last_response: dict[str, _Response] = {}
         self._schemas: dict[str, ToolSchema] = {}
@@ -1634,12 +1711,27 @@ class _HttpAdapter:
         self.calls.append(call)
         started = time.perf_counter()
         try:
-            result = executor.execute(schema, args)
+            response = outbound.fetch(
+                request.full_url,
+                method=request.get_method(),
+                headers=dict(request.header_items()),
+                body=cast(bytes | None, request.data),
+                allowed_hosts=self.allowed_hosts,
+                private_allowed=self.private_allowed,
+                timeout=self.timeout,
+                max_body_bytes=self.max_response_bytes,
+                credential_headers=self.credential_headers,
+            )
         except Exception as exc:
             call["error_class"] = type(exc).__name__
+            if isinstance(exc, outbound.OutboundRefused):
+                call["refused"] = dict(exc.evidence)
             raise
         finally:
             call["elapsed_ms"] = round((time.perf_counter() - started) * 1000, 3)
+        if response.redirects:
+            call["redirects"] = response.redirects
+        result = _executor_result(schema, response)
         status = int(result.get("status") or 0)
         call["http_status"] = status
         body = result.get("body")
@@ -1669,6 +1761,43 @@ class _HttpAdapter:
         call = self.last_call_for(tool_name)
         if call is not None and isinstance(call.get("http_status"), int):
             error["http_status"] = call["http_status"]
+
+
+def _executor_result(schema: ToolSchema, response: outbound.Response) -> dict[str, Any]:
+    """What ``HttpExecutor.execute`` returns, for an answer the guarded transport fetched.
+
+    graph-tool-call 0.47's executor sends through ``urllib.request.urlopen`` (redirects
+    followed with every header, any scheme, the host resolved again at connect); the
+    engine builds the request with it and sends it through ``triage.outbound`` instead.
+    This mirrors the executor's result shape with its own helpers (pinned version).
+    """
+    api_metadata = schema.metadata.get("openapi")
+    api_metadata = api_metadata if isinstance(api_metadata, dict) else {}
+    raw = response.body.decode("utf-8", errors="replace")
+    try:
+        body: Any = json.loads(raw)
+    except json.JSONDecodeError:
+        body = raw
+    content_type = _gtc_http._response_content_type(response.headers)
+    metadata = _gtc_http._match_response_metadata(
+        api_metadata, status=response.status, content_type=content_type
+    )
+    ok = 200 <= response.status < 300
+    result: dict[str, Any] = {
+        "status": response.status,
+        "ok": ok,
+        "headers": response.headers,
+        "content_type": content_type,
+        "body": body,
+        "response_metadata": metadata,
+    }
+    if not ok:
+        result["error"] = response.reason
+        result["error_response"] = metadata if not metadata.get("success") else {}
+    body_view = _gtc_http._response_body_view(body, api_metadata, metadata)
+    if body_view:
+        result["body_view"] = body_view
+    return result
 
 
 def _step_output(result: Mapping[str, Any]) -> Any:

@@ -99,8 +99,10 @@ class CollectionSettingsForm(forms.Form):
         required=False,
         max_length=100,
         label="Secret from environment variable",
-        help_text="The NAME of an environment variable of the worker, e.g. SHOP_API_TOKEN. "
-        "The worker reads it when a run starts; the secret itself is never stored here.",
+        help_text="The NAME of an environment variable of the worker declared for this "
+        "collection: QUALITYLAB_SECRET_<COLLECTION> (e.g. QUALITYLAB_SECRET_SHOP for shop), or "
+        "one an administrator listed in QUALITYLAB_CREDENTIAL_ENVS. The worker reads it when "
+        "a run starts; the secret itself is never stored here.",
     )
     mutations_allowed = forms.BooleanField(
         required=False,

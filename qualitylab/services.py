@@ -18,7 +18,7 @@ from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
 
 from learning import services as learning_services
-from qualitylab import engine
+from qualitylab import credentials, engine
 from qualitylab.metrics import run_metrics
 from qualitylab.models import (
     BuildStatus,
@@ -30,6 +30,7 @@ from qualitylab.models import (
     RunStatus,
     Suite,
 )
+from triage import outbound
 from triage.ingest import batch_ingest
 
 log = logging.getLogger(__name__)
@@ -43,7 +44,11 @@ class QueueUnavailable(RuntimeError):
 
 
 class CollectionError(ValueError):
-    pass
+    """A collection cannot be saved as asked; ``field`` names the setting at fault."""
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 # --- collections ------------------------------------------------------------------------
@@ -68,6 +73,7 @@ def collection_create(
     engine.parse_spec(spec_text)
     if Collection.objects.filter(name=name).exists():
         raise CollectionError(f"A collection named {name!r} already exists.")
+    _check_call_settings(collection=name, base_url=base_url, auth_profile=auth_profile)
     with transaction.atomic():
         collection = Collection.objects.create(
             name=name,
@@ -107,6 +113,7 @@ def collection_update(
 ) -> Collection:
     """Change where and as whom execute cases call. The hosts are never inferred from the
     spec: calling a host is allowed only when someone said so."""
+    _check_call_settings(collection=collection.name, base_url=base_url, auth_profile=auth_profile)
     collection.title = title
     collection.base_url = base_url
     collection.allowed_hosts = allowed_hosts
@@ -116,6 +123,66 @@ def collection_update(
         update_fields=["title", "base_url", "allowed_hosts", "auth_profile", "mutations_allowed"]
     )
     return collection
+
+
+def credential_rules() -> credentials.CredentialRules:
+    return credentials.CredentialRules.parse(
+        prefix=settings.QUALITYLAB_CREDENTIAL_ENV_PREFIX,
+        declared=settings.QUALITYLAB_CREDENTIAL_ENVS,
+    )
+
+
+def private_allowance() -> outbound.PrivateAllowance:
+    return outbound.PrivateAllowance.parse(settings.QUALITYLAB_ALLOWED_PRIVATE_HOSTS)
+
+
+def _segment_owner(collection: str) -> str:
+    """The oldest collection whose name gives the same credential segment (qualitylab/
+    credentials.py), ``collection`` itself when none is older."""
+    segment = credentials.collection_segment(collection)
+    for name in Collection.objects.order_by("pk").values_list("name", flat=True):
+        if name == collection or credentials.collection_segment(name) == segment:
+            return name
+    return collection
+
+
+def credential_refusals(*, collection: str, auth_profile: dict[str, Any] | None) -> dict[str, str]:
+    """For each session of an auth profile whose variable may not be named: why."""
+    variables = credentials.profile_variables(auth_profile)
+    if not variables:
+        return {}
+    rules, owner = credential_rules(), _segment_owner(collection)
+    return {
+        session: refusal
+        for session, variable in variables.items()
+        if (refusal := rules.refusal(variable=variable, collection=collection, segment_owner=owner))
+    }
+
+
+def _check_call_settings(
+    *, collection: str, base_url: str, auth_profile: dict[str, Any] | None
+) -> None:
+    """Where and as whom a collection calls, checked before it is saved: the credential
+    variables against the declarations, the base URL against the address rules (a host
+    that does not resolve from here is left to the call, which checks again)."""
+    refusals = credential_refusals(collection=collection, auth_profile=auth_profile)
+    if refusals:
+        raise CollectionError(next(iter(refusals.values())), field="auth_secret_env")
+    if not base_url:
+        return
+    try:
+        outbound.check_url(base_url, allowed_hosts=None, private_allowed=private_allowance())
+    except outbound.OutboundRefused as exc:
+        hint = (
+            " An administrator can allow it in QUALITYLAB_ALLOWED_PRIVATE_HOSTS."
+            if exc.code == "address_not_allowed"
+            else ""
+        )
+        raise CollectionError(
+            f"Execute cases may not call it: {exc}.{hint}", field="base_url"
+        ) from None
+    except OSError:
+        pass
 
 
 def _host_of(url: str) -> list[str]:
@@ -661,9 +728,19 @@ def execution_context(collection: Collection) -> engine.ExecutionContext | None:
     profile = collection.auth_profile or {}
     header_names = tuple(profile.get("header_names") or ("Authorization",))
     scheme = profile.get("scheme", "Bearer")
+    # Checked again here: the declarations may have changed since the collection was saved.
+    refusals = credential_refusals(collection=collection.name, auth_profile=profile)
+    refused_variables = {
+        variable
+        for session, variable in credentials.profile_variables(profile).items()
+        if session in refusals
+    }
 
     def headers_from(source: dict[str, Any]) -> dict[str, str] | None:
-        secret = os.environ.get(str(source.get("secret_env") or ""))
+        variable = str(source.get("secret_env") or "")
+        if variable in refused_variables:
+            return None
+        secret = os.environ.get(variable)
         if not secret:
             return None
         return {header_names[0]: f"{scheme} {secret}" if scheme else secret}
@@ -685,4 +762,7 @@ def execution_context(collection: Collection) -> engine.ExecutionContext | None:
         else None,
         timeout_sec=float(settings.QUALITYLAB_EXECUTE_TIMEOUT_SECONDS),
         allow_mutations=collection.mutations_allowed,
+        private_allowed=tuple(settings.QUALITYLAB_ALLOWED_PRIVATE_HOSTS),
+        max_response_bytes=settings.QUALITYLAB_MAX_RESPONSE_BYTES,
+        credential_refusals=refusals,
     )

@@ -107,7 +107,7 @@ def collection_create(request: HttpRequest) -> HttpResponse:
         form.add_spec_error(exc)
         return _render_home(request, form, status=400)
     except services.CollectionError as exc:
-        form.add_error("name", str(exc))
+        form.add_error(exc.field or "name", str(exc))
         return _render_home(request, form, status=400)
     except services.QueueUnavailable as exc:
         # The collection and its queued version were saved before the queue refused.
@@ -211,16 +211,20 @@ def collection_settings(request: HttpRequest, name: str) -> HttpResponse:
     )
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
-        services.collection_update(
-            collection=collection,
-            title=data["title"],
-            base_url=data["base_url"],
-            allowed_hosts=data["allowed_hosts"] or [],
-            auth_profile=form.auth_profile(),
-            mutations_allowed=data["mutations_allowed"],
-        )
-        messages.success(request, f"Settings of {collection.name} saved.")
-        return _back_to(collection)
+        try:
+            services.collection_update(
+                collection=collection,
+                title=data["title"],
+                base_url=data["base_url"],
+                allowed_hosts=data["allowed_hosts"] or [],
+                auth_profile=form.auth_profile(),
+                mutations_allowed=data["mutations_allowed"],
+            )
+        except services.CollectionError as exc:
+            form.add_error(exc.field, str(exc))
+        else:
+            messages.success(request, f"Settings of {collection.name} saved.")
+            return _back_to(collection)
     status = 400 if form.errors else 200
     context = {"collection": collection, "form": form}
     return render(request, "qualitylab/settings_form.html", context, status=status)

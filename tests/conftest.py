@@ -21,6 +21,24 @@ hypothesis_settings.register_profile("ci", derandomize=True, print_blob=True)
 hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _loopback_servers_allowed() -> Any:
+    """The sandbox API and the tests' own HTTP servers listen on 127.0.0.1, which execute
+    cases may call only when an administrator allows it: the tests allow exactly that
+    address, here and in the workers and commands they start. Tests of the refusals set
+    QUALITYLAB_ALLOWED_PRIVATE_HOSTS themselves."""
+    previous_setting = settings.QUALITYLAB_ALLOWED_PRIVATE_HOSTS
+    previous_env = os.environ.get("QUALITYLAB_ALLOWED_PRIVATE_HOSTS")
+    settings.QUALITYLAB_ALLOWED_PRIVATE_HOSTS = ["127.0.0.1"]
+    os.environ["QUALITYLAB_ALLOWED_PRIVATE_HOSTS"] = "127.0.0.1"
+    yield
+    settings.QUALITYLAB_ALLOWED_PRIVATE_HOSTS = previous_setting
+    if previous_env is None:
+        os.environ.pop("QUALITYLAB_ALLOWED_PRIVATE_HOSTS", None)
+    else:
+        os.environ["QUALITYLAB_ALLOWED_PRIVATE_HOSTS"] = previous_env
+
+
 def _service_missing(name: str) -> str | None:
     if name == "postgres":
         if connection.vendor != "postgresql":

@@ -53,4 +53,6 @@ def demo_execution_context(base_url: str, *, timeout_sec: float = 10.0) -> Execu
         auth_profile=AuthProfile(header_names=("Authorization",)),
         timeout_sec=timeout_sec,
         allow_mutations=True,
+        # The sandbox listens on loopback, which execute cases may call only when allowed.
+        private_allowed=(host,),
     )

@@ -62,7 +62,7 @@ def test_operator_builds_the_demo_collection_runs_search_cases_and_opens_a_failu
     page.fill("input[name=name]", "shop")
     page.fill("input[name=title]", "Demo shop")
     page.set_input_files("input[name=spec_file]", str(demo.SPEC_PATH))
-    page.fill("input[name=auth_secret_env]", "SHOP_API_TOKEN")
+    page.fill("input[name=auth_secret_env]", "QUALITYLAB_SECRET_SHOP")
     page.click("button:has-text('Add and build')")
     page.wait_for_url("**/qualitylab/shop/")
     expect(page.locator("#build")).to_contain_text(re.compile("queued|building"))

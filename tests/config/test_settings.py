@@ -63,3 +63,18 @@ def test_env_helpers_fail_loudly(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SOME_INT", "-1")
     with pytest.raises(ImproperlyConfigured, match="at least 0"):
         env_int("SOME_INT", 1)
+
+
+@pytest.mark.parametrize(
+    ("env", "named"),
+    [
+        ({"QUALITYLAB_CREDENTIAL_ENVS": "shop:DATABASE_URL"}, "DATABASE_URL"),
+        ({"QUALITYLAB_CREDENTIAL_ENV_PREFIX": "DJANGO_"}, "DJANGO_"),
+        ({"QUALITYLAB_ALLOWED_PRIVATE_HOSTS": "http://10.0.0.1/"}, "QUALITYLAB_ALLOWED_PRIVATE"),
+        ({"QUALITYLAB_EXECUTE_TIMEOUT_SECONDS": "0"}, "QUALITYLAB_EXECUTE_TIMEOUT_SECONDS"),
+    ],
+)
+def test_unsafe_outbound_settings_stop_start_up(env: dict[str, str], named: str) -> None:
+    result = _manage("check", env=env)
+    assert result.returncode != 0
+    assert named in result.stderr

@@ -93,7 +93,7 @@ def test_import_collection_stores_its_settings_and_queues_a_build(spec_file: Pat
         "--base-url", "http://127.0.0.1:8090",
         "--allowed-host", "127.0.0.1",
         "--auth-header", "Authorization", "--auth-scheme", "Bearer",
-        "--auth-secret-env", "SHOP_TOKEN",
+        "--auth-secret-env", "QUALITYLAB_SECRET_SHOP",
         "--allow-mutations",
     )  # fmt: skip
     assert "Created collection shop; version 1 queued." in out
@@ -103,7 +103,7 @@ def test_import_collection_stores_its_settings_and_queues_a_build(spec_file: Pat
     assert collection.auth_profile == {
         "header_names": ["Authorization"],
         "scheme": "Bearer",
-        "secret_env": "SHOP_TOKEN",
+        "secret_env": "QUALITYLAB_SECRET_SHOP",
     }
     assert collection.mutations_allowed
     assert collection.versions.get().status == "queued"

@@ -38,6 +38,7 @@ def _context(server: SandboxServer, **overrides: Any) -> engine.ExecutionContext
         "auth_profile": engine.AuthProfile(("Authorization",)),
         "timeout_sec": 5.0,
         "allow_mutations": True,
+        "private_allowed": ("127.0.0.1",),
     }
     settings.update(overrides)
     return engine.ExecutionContext(**settings)
@@ -637,6 +638,7 @@ def test_a_refused_connection_is_a_network_error(
             auth_headers={"Authorization": "Bearer demo-token"},
             auth_profile=engine.AuthProfile(),
             timeout_sec=2,
+            private_allowed=("127.0.0.1",),
         ),
     )
     assert outcome.failure is not None

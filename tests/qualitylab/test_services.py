@@ -21,8 +21,8 @@ pytestmark = pytest.mark.django_db
 def shop(
     sandbox: SandboxServer, monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks: Any
 ) -> Any:
-    monkeypatch.setenv("SHOP_TEST_TOKEN", DEMO_TOKEN)
-    monkeypatch.setenv("SHOP_TEST_EXPIRED", demo.EXPIRED_TOKEN)
+    monkeypatch.setenv("QUALITYLAB_SECRET_SHOP", DEMO_TOKEN)
+    monkeypatch.setenv("QUALITYLAB_SECRET_SHOP__EXPIRED", demo.EXPIRED_TOKEN)
     with (
         mock.patch("qualitylab.tasks.build_collection_version.apply_async"),
         django_capture_on_commit_callbacks(execute=True),
@@ -34,8 +34,8 @@ def shop(
             auth_profile={
                 "header_names": ["Authorization"],
                 "scheme": "Bearer",
-                "secret_env": "SHOP_TEST_TOKEN",
-                "sessions": {"expired": {"secret_env": "SHOP_TEST_EXPIRED"}},
+                "secret_env": "QUALITYLAB_SECRET_SHOP",
+                "sessions": {"expired": {"secret_env": "QUALITYLAB_SECRET_SHOP__EXPIRED"}},
             },
             mutations_allowed=True,
         )

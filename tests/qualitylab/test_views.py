@@ -156,7 +156,7 @@ def test_adding_the_demo_spec_redirects_to_the_collection_where_the_build_shows(
                 "base_url": "http://127.0.0.1:8090",
                 "auth_header": "Authorization",
                 "auth_scheme": "Bearer",
-                "auth_secret_env": "SHOP_API_TOKEN",
+                "auth_secret_env": "QUALITYLAB_SECRET_SHOP",
             },
         )
     assert response.status_code == 302 and response["Location"] == "/qualitylab/shop/"
@@ -166,7 +166,7 @@ def test_adding_the_demo_spec_redirects_to_the_collection_where_the_build_shows(
     assert collection.auth_profile == {
         "header_names": ["Authorization"],
         "scheme": "Bearer",
-        "secret_env": "SHOP_API_TOKEN",
+        "secret_env": "QUALITYLAB_SECRET_SHOP",
     }
     version = collection.versions.get()
     assert version.status == BuildStatus.QUEUED and version.created_by is not None
@@ -967,7 +967,7 @@ def test_an_operator_edits_where_execute_cases_call(
             "allowed_hosts": "127.0.0.1:8090",
             "auth_header": "Authorization",
             "auth_scheme": "Bearer",
-            "auth_secret_env": "SHOP_API_TOKEN",
+            "auth_secret_env": "QUALITYLAB_SECRET_SHOP",
         },
     )
     assert response.status_code == 302
@@ -976,7 +976,7 @@ def test_an_operator_edits_where_execute_cases_call(
     assert shop.auth_profile == {
         "header_names": ["Authorization"],
         "scheme": "Bearer",
-        "secret_env": "SHOP_API_TOKEN",
+        "secret_env": "QUALITYLAB_SECRET_SHOP",
     }
     refused = client.post(url, {"auth_header": "Authorization", "auth_secret_env": "sk-live 123"})
     assert refused.status_code == 400 and "not the secret itself" in refused.content.decode()

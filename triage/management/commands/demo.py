@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
 import os
@@ -39,10 +40,20 @@ DEMO_ROLE_USERS = {
 }
 
 # Quality Lab: the demo collection calls the sandbox; its token reaches the worker only,
-# through the environment variable the collection's auth profile names.
+# through the environment variable the collection's auth profile names: the names declared
+# for the collection "shop" (qualitylab/credentials.py).
 DEMO_COLLECTION = "shop"
-DEMO_TOKEN_ENV = "SHOP_DEMO_TOKEN"
-DEMO_EXPIRED_TOKEN_ENV = "SHOP_DEMO_EXPIRED_TOKEN"
+DEMO_TOKEN_ENV = "QUALITYLAB_SECRET_SHOP"
+DEMO_EXPIRED_TOKEN_ENV = "QUALITYLAB_SECRET_SHOP__EXPIRED"
+# The sandbox listens on loopback, which execute cases call only when an administrator
+# allows it (QUALITYLAB_ALLOWED_PRIVATE_HOSTS); `make demo` allows exactly this address.
+DEMO_SANDBOX_HOST = "127.0.0.1"
+DEMO_AUTH_PROFILE = {
+    "header_names": ["Authorization"],
+    "scheme": "Bearer",
+    "secret_env": DEMO_TOKEN_ENV,
+    "sessions": {"expired": {"secret_env": DEMO_EXPIRED_TOKEN_ENV}},
+}
 DEMO_SUITES = {
     "search": "Retrieval: does the expected operation come back in the Top-K?",
     "plan": "Target selection and plan synthesis, no HTTP.",
@@ -81,13 +92,14 @@ class Command(BaseCommand):
         logging.getLogger("kombu.connection").setLevel(logging.ERROR)
         # Stopped by a supervisor (SIGTERM) like by Ctrl-C: the children stop too.
         signal.signal(signal.SIGTERM, _interrupt)
+        self._check_sandbox_allowed()
         settings.VAR_DIR.mkdir(parents=True, exist_ok=True)
         call_command("migrate", interactive=False, verbosity=0)
         self.stdout.write("Database migrated.")
         self._ensure_admin()
         port: int = options["port"]
         base_url = f"http://127.0.0.1:{port}"
-        sandbox_url = f"http://127.0.0.1:{options['sandbox_port']}"
+        sandbox_url = f"http://{DEMO_SANDBOX_HOST}:{options['sandbox_port']}"
         processes: list[subprocess.Popen[bytes]] = []
         try:
             sandbox = self._start_sandbox(options["sandbox_port"])
@@ -122,6 +134,16 @@ class Command(BaseCommand):
                     process.wait(timeout=15)
                 except subprocess.TimeoutExpired:
                     process.kill()
+
+    def _check_sandbox_allowed(self) -> None:
+        allowance = quality_services.private_allowance()
+        if not allowance.allows(DEMO_SANDBOX_HOST, ipaddress.ip_address(DEMO_SANDBOX_HOST)):
+            raise CommandError(
+                f"The demo's sandbox API listens on {DEMO_SANDBOX_HOST}, which execute cases "
+                "may not call unless an administrator allows it: run "
+                f"QUALITYLAB_ALLOWED_PRIVATE_HOSTS={DEMO_SANDBOX_HOST} python manage.py demo "
+                "(make demo does)."
+            )
 
     def _ensure_admin(self) -> None:
         username, password = DEMO_ADMIN
@@ -194,13 +216,8 @@ class Command(BaseCommand):
                 title="Demo shop (sandbox API)",
                 spec_text=quality_demo.SPEC_PATH.read_text(encoding="utf-8"),
                 base_url=sandbox_url,
-                allowed_hosts=["127.0.0.1"],
-                auth_profile={
-                    "header_names": ["Authorization"],
-                    "scheme": "Bearer",
-                    "secret_env": DEMO_TOKEN_ENV,
-                    "sessions": {"expired": {"secret_env": DEMO_EXPIRED_TOKEN_ENV}},
-                },
+                allowed_hosts=[DEMO_SANDBOX_HOST],
+                auth_profile=DEMO_AUTH_PROFILE,
                 # The sandbox keeps refunds in memory; the refund cases clean up after
                 # themselves.
                 mutations_allowed=True,
@@ -213,14 +230,15 @@ class Command(BaseCommand):
             self.stdout.write(
                 f"Quality Lab collection {DEMO_COLLECTION} already there; keeping it."
             )
-            if collection.base_url != sandbox_url:
-                # The sandbox moved (DEMO_SANDBOX_PORT): point the collection at it.
+            if collection.base_url != sandbox_url or collection.auth_profile != DEMO_AUTH_PROFILE:
+                # The sandbox moved (DEMO_SANDBOX_PORT), or the collection was saved with
+                # the credential variables of an older demo: point it at the sandbox.
                 quality_services.collection_update(
                     collection=collection,
                     title=collection.title,
                     base_url=sandbox_url,
-                    allowed_hosts=["127.0.0.1"],
-                    auth_profile=collection.auth_profile,
+                    allowed_hosts=[DEMO_SANDBOX_HOST],
+                    auth_profile=DEMO_AUTH_PROFILE,
                     mutations_allowed=collection.mutations_allowed,
                 )
                 self.stdout.write(f"Pointed {DEMO_COLLECTION} at the sandbox on {sandbox_url}.")
