@@ -12,6 +12,8 @@ from django.core.files.uploadedfile import UploadedFile
 
 from qualitylab import engine
 from qualitylab.models import CaseMode, Collection, QualityCase, Suite
+from triage.collection_names import COLLECTION_NAME_MAX_LENGTH
+from triage.fields import validate_collection_name
 
 MAX_SPEC_BYTES = engine.MAX_SPEC_BYTES
 MAX_CASES_FILE_BYTES = 5_000_000
@@ -177,9 +179,12 @@ class CollectionSettingsForm(forms.Form):
 
 
 class CollectionCreateForm(CollectionSettingsForm, SpecSourceForm):
-    name = forms.SlugField(
-        max_length=100,
-        help_text="Letters, digits, '-' and '_'. Failure records name the collection this way.",
+    name = forms.CharField(
+        max_length=COLLECTION_NAME_MAX_LENGTH,
+        validators=[validate_collection_name],
+        help_text="The id failure records and runtimes use for it, e.g. checkout.v2 or "
+        f"team a: any text up to {COLLECTION_NAME_MAX_LENGTH} characters, without control "
+        "characters.",
     )
 
     field_order = [

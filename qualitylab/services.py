@@ -30,6 +30,7 @@ from qualitylab.models import (
     RunStatus,
     Suite,
 )
+from triage.collection_names import CollectionNameError, check_collection_name
 from triage.ingest import batch_ingest
 
 log = logging.getLogger(__name__)
@@ -65,6 +66,10 @@ def collection_create(
     The spec is parsed right away, so a file that is not OpenAPI is refused with its
     parse error instead of becoming a failed build.
     """
+    try:
+        check_collection_name(name)
+    except CollectionNameError as exc:
+        raise CollectionError(str(exc)) from None
     engine.parse_spec(spec_text)
     if Collection.objects.filter(name=name).exists():
         raise CollectionError(f"A collection named {name!r} already exists.")

@@ -109,7 +109,7 @@ def test_status_filter_hides_resolved_groups_by_default(traffic: Any, client_as:
 
 def test_a_bad_custom_window_is_a_form_error(traffic: Any, client_as: Any) -> None:
     response = client_as("viewer").get("/?window=custom")
-    assert response.status_code == 200
+    assert response.status_code == 400
     assert "A custom window needs a start." in response.content.decode()
 
 
