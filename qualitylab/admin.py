@@ -11,6 +11,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
@@ -36,9 +37,9 @@ class CollectionAdmin(admin.ModelAdmin):
     list_display = ["name", "title", "learning_mode", "mutations_allowed", "created_at"]
     search_fields = ["name", "title"]
     actions = ["rename_collection"]
-    fields = ["name", "title", "base_url", "allowed_hosts", "learning_mode",
-              "learning_allowed", "mutations_allowed", "created_at"]  # fmt: skip
-    readonly_fields = fields
+    readonly_fields = ("name", "title", "base_url", "allowed_hosts", "learning_mode",
+                       "learning_allowed", "mutations_allowed", "created_at")  # fmt: skip
+    fields = readonly_fields
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -78,7 +79,7 @@ class CollectionAdmin(admin.ModelAdmin):
             "opts": self.model._meta,
             "collection": collection,
             "form": form,
-            "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
+            "action_checkbox_name": ACTION_CHECKBOX_NAME,
         }
         status = 400 if form.errors else 200
         return TemplateResponse(

@@ -137,8 +137,8 @@ def collection_rename(*, collection: Collection, new_name: str) -> int:
         for model in (FailureGroup, ToolPolicy):
             if model.objects.filter(collection=new_name).exists():
                 raise CollectionError(
-                    f"{model._meta.verbose_name_plural.capitalize()} already name a collection "
-                    f"{new_name!r}: choose another name."
+                    f"{str(model._meta.verbose_name_plural).capitalize()} already name a "
+                    f"collection {new_name!r}: choose another name."
                 )
         locked.name = new_name
         locked.save(update_fields=["name"])

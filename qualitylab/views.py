@@ -355,8 +355,8 @@ def cases_export(request: HttpRequest, name: str) -> HttpResponse:
         json.dumps(cases, ensure_ascii=False, indent=2) + "\n",
         content_type="application/json; charset=utf-8",
     )
-    response["Content-Disposition"] = content_disposition_header(
-        as_attachment=True, filename=f"{collection.name}-cases.json"
+    response["Content-Disposition"] = str(
+        content_disposition_header(as_attachment=True, filename=f"{collection.name}-cases.json")
     )
     return response
 

@@ -102,7 +102,7 @@ class _NewestFirst(CursorPagination):
         cursor = super().decode_cursor(request)
         if cursor is not None and cursor.position is not None:
             try:
-                moment = parse_datetime(cursor.position)
+                moment = parse_datetime(str(cursor.position))
                 valid = moment is not None and moment.astimezone(UTC) is not None
             except (ValueError, OverflowError):
                 valid = False

@@ -106,7 +106,9 @@ class TriageFilterForm(forms.Form):
         window_errors = any(name in self.errors for name in ("window", "since", "until"))
         if data.get("window") == "custom" and data.get("since") and not window_errors:
             return Window(data["since"], data.get("until") or now, "custom window")
-        key = data.get("window") if data.get("window") in WINDOWS else "24h"
+        key = str(data.get("window") or "")
+        if key not in WINDOWS:
+            key = "24h"
         return Window(now - WINDOWS[key], now, f"last {key}")
 
     def filters(self) -> dict[str, str]:
@@ -151,9 +153,7 @@ def window_moment(moment: datetime | None, *, now: datetime) -> datetime | None:
     if in_utc is None or in_utc < EARLIEST_MOMENT:
         raise forms.ValidationError("Choose a moment from 1970-01-01 on.", code="out_of_range")
     if in_utc > now + LATEST_AHEAD:
-        raise forms.ValidationError(
-            "Choose a moment no later than tomorrow.", code="out_of_range"
-        )
+        raise forms.ValidationError("Choose a moment no later than tomorrow.", code="out_of_range")
     return in_utc
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import time
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -21,7 +22,8 @@ from django.conf import settings
 from django.test import Client
 from django.utils import timezone
 
-from tests.security.test_url_matrix import (  # noqa: F401 (fixtures used by name)
+from tests.security import test_url_matrix as matrix
+from tests.security.test_url_matrix import (
     ADMIN,
     ANONYMOUS,
     KEY_READ,
@@ -32,10 +34,12 @@ from tests.security.test_url_matrix import (  # noqa: F401 (fixtures used by nam
     VIEWER,
     World,
     client_for,
-    no_queue_and_fast_sign_in,
-    world,
 )
 from triage.selectors import SPARK_MAX_BINS
+
+# The URL matrix's objects and its mocks of the queue, as fixtures of this module too.
+world = matrix.world
+no_queue_and_fast_sign_in = matrix.no_queue_and_fast_sign_in
 
 CEILING_SECONDS = 2.0
 ROLES = (ANONYMOUS, NO_ROLE, VIEWER, OPERATOR, REVIEWER, ADMIN, SUPERUSER)
@@ -113,19 +117,25 @@ HOSTILE_CURSORS = tuple(
 def _timed_get(client: Client, url: str, params: Any, headers: dict[str, str]) -> Any:
     started = time.perf_counter()
     response = client.get(url, params, headers=headers)
-    response.elapsed_seconds = time.perf_counter() - started
+    response.elapsed_seconds = time.perf_counter() - started  # type: ignore[attr-defined]
     return response
 
 
-def _check(response: Any, what: str, problems: list[str]) -> None:
+def _check(response: Any, what: str, problems: list[str], *, signed_in: bool = True) -> None:
+    """``signed_in=False``: the sign-in redirect comes first, and for an address over 16 KB
+    Django itself refuses to build it (a bare 400; servers refuse such lines before that)."""
     if response.status_code >= 500:
         problems.append(f"{what}: {response.status_code}")
     elif response.elapsed_seconds > CEILING_SECONDS:
         problems.append(f"{what}: {response.elapsed_seconds:.2f} s")
-    elif response.status_code == 400 and response["Content-Type"].startswith("text/html"):
+    elif (
         # A refused value is shown on the page, not a bare "Bad Request".
-        if b"cannot show what the address asks for" not in response.content:
-            problems.append(f"{what}: a 400 without the form error on the page")
+        signed_in
+        and response.status_code == 400
+        and response["Content-Type"].startswith("text/html")
+        and b"cannot show what the address asks for" not in response.content
+    ):
+        problems.append(f"{what}: a 400 without the form error on the page")
 
 
 def _short(value: str) -> str:
@@ -148,7 +158,8 @@ def test_every_parameter_at_once_with_each_hostile_value(
             extra = {"HX-Request": "true"} if partial else {}
             params = dict.fromkeys(names, value)
             response = _timed_get(client, url_of(world), params, {**headers, **extra})
-            _check(response, f"{page} all={_short(value)} htmx={partial}", problems)
+            what = f"{page} all={_short(value)} htmx={partial}"
+            _check(response, what, problems, signed_in=principal != ANONYMOUS)
     assert not problems, problems
 
 
@@ -205,11 +216,11 @@ def test_the_longest_window_costs_what_a_month_costs(
     more queries than a month."""
     client, headers = client_for(world, VIEWER)
     with django_assert_max_num_queries(50) as month:
-        assert client.get("/", {"window": "30d", "status": "all"}, headers=headers).status_code == 200
+        assert (
+            client.get("/", {"window": "30d", "status": "all"}, headers=headers).status_code == 200
+        )
     now = timezone.now()
-    since = now - timezone.timedelta(days=settings.TRIAGE_MAX_WINDOW_DAYS) + timezone.timedelta(
-        hours=1
-    )
+    since = now - timedelta(days=settings.TRIAGE_MAX_WINDOW_DAYS) + timedelta(hours=1)
     params = {"window": "custom", "since": since.strftime("%Y-%m-%dT%H:%M"), "status": "all"}
     with django_assert_max_num_queries(len(month.captured_queries)):
         response = _timed_get(client, "/", params, headers)
@@ -219,7 +230,7 @@ def test_the_longest_window_costs_what_a_month_costs(
     assert all(len(row.spark) == SPARK_MAX_BINS for s in overview.sections for row in s.rows)
     assert overview.total >= 1  # the world's failure is in it
     assert response.elapsed_seconds < CEILING_SECONDS
-    too_long = {**params, "since": (since - timezone.timedelta(days=1)).strftime("%Y-%m-%dT%H:%M")}
+    too_long = {**params, "since": (since - timedelta(days=1)).strftime("%Y-%m-%dT%H:%M")}
     response = client.get("/", too_long, headers=headers)
     assert response.status_code == 400
     assert f"at most {settings.TRIAGE_MAX_WINDOW_DAYS} days" in response.content.decode()

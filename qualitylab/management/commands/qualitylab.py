@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, OutputWrapper
-from django.core.validators import URLValidator
+from django.core.validators import URLValidator, validate_slug
 from django.db import transaction
 from django.urls import NoReverseMatch, reverse
 
