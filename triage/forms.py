@@ -12,6 +12,7 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from triage import taxonomy
+from triage.collection_names import COLLECTION_NAME_MAX_LENGTH
 from triage.fields import validate_collection_name
 from triage.models import GroupAction, GroupStatus, ReconciliationFinding, ToolPolicy
 
@@ -49,7 +50,7 @@ class TriageFilterForm(forms.Form):
     until = forms.DateTimeField(
         required=False, widget=forms.DateTimeInput(attrs={"type": "datetime-local"})
     )
-    collection = forms.CharField(required=False, max_length=200)
+    collection = forms.CharField(required=False, max_length=COLLECTION_NAME_MAX_LENGTH)
     source = forms.ChoiceField(choices=_choices(taxonomy.SOURCES, "any source"), required=False)
     tool = forms.CharField(required=False, max_length=200)
     lane = forms.ChoiceField(choices=_choices(taxonomy.LANES, "any lane"), required=False)
