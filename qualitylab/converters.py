@@ -1,4 +1,5 @@
-"""The `collection` path converter: any stored collection name as one URL path segment.
+"""Path converters: `collection` carries any stored collection name as one URL segment;
+`text` is any other free-text id (a case id).
 
 Names may hold spaces, dots, Hangul, '%' or even '/' (a name stored before the one rule of
 triage.collection_names, or one it accepts). Django's `reverse` percent-encodes the segment
@@ -31,4 +32,20 @@ class CollectionNameConverter:
         return escaped
 
 
+class TextSegmentConverter:
+    """Like `str` (any one segment), except NUL, which no database column holds: a 404
+    instead of a query PostgreSQL refuses."""
+
+    regex = "[^/]+"
+
+    def to_python(self, value: str) -> str:
+        if "\x00" in value:
+            raise ValueError("no database stores NUL in text")
+        return value
+
+    def to_url(self, value: str) -> str:
+        return str(value)
+
+
 register_converter(CollectionNameConverter, "collection")
+register_converter(TextSegmentConverter, "text")

@@ -24,9 +24,11 @@ urlpatterns: list[URLPattern] = [
     path("<collection:name>/cases/new", views.case_create, name="case-create"),
     path("<collection:name>/cases/import", views.cases_import, name="cases-import"),
     path("<collection:name>/cases/export.json", views.cases_export, name="cases-export"),
-    path("<collection:name>/cases/<str:case_id>/edit", views.case_edit, name="case-edit"),
+    path("<collection:name>/cases/<text:case_id>/edit", views.case_edit, name="case-edit"),
     path(
-        "<collection:name>/cases/<str:case_id>/active", views.case_toggle_active, name="case-active"
+        "<collection:name>/cases/<text:case_id>/active",
+        views.case_toggle_active,
+        name="case-active",
     ),
     path("<collection:name>/suites/new", views.suite_create, name="suite-create"),
     path("<collection:name>/suites/<slug:suite_name>/edit", views.suite_edit, name="suite-edit"),

@@ -104,6 +104,9 @@ HOSTILE_PATHS = (
     "/qualitylab/%2E%2E/",
     "/qualitylab/team%20a/settings",
     "/qualitylab/%EC%B2%B4%ED%81%AC/cases/export.json",
+    "/qualitylab/shop/cases/%00/edit",
+    "/qualitylab/shop/suites/%00/edit",
+    "/qualitylab/shop/cases/" + "x" * 3000 + "/edit",
 )
 
 # Cursors of the read API are base64 of a query string the client is meant to echo back.
@@ -246,3 +249,23 @@ def test_hostile_path_segments(world: World, path: str, principal: str) -> None:
     _check(response, path[:60], problems)
     assert not problems, problems
     assert response.status_code in (200, 400, 403, 404)
+
+
+@pytest.mark.django_db
+def test_a_nul_in_a_posted_choice_is_a_form_error(world: World) -> None:
+    """Forms that pick a row by its text (a collection, a suite, cases) refuse NUL before
+    PostgreSQL would refuse the query."""
+    client, headers = client_for(world, SUPERUSER)
+    started = client.post("/qualitylab/shop/runs/start", {"suite": "\x00", "repeat": "1"},
+                          headers=headers)  # fmt: skip
+    assert started.status_code == 302  # back to the collection, with the error as a message
+    suite = client.post("/qualitylab/shop/suites/new", {"name": "nul", "cases": ["\x00"]},
+                        headers=headers)  # fmt: skip
+    assert suite.status_code == 400
+    case = client.post(
+        f"/qualitylab/cases/new?group={world.group}",
+        {"collection": "\x00", "case_id": "x", "mode": "search", "query": "orders",
+         "expected_top_k": "5", "mutation_safety": "read_only", "group": world.group},
+        headers=headers,
+    )  # fmt: skip
+    assert case.status_code == 400
