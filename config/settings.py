@@ -287,6 +287,12 @@ if TRIAGE_RETENTION_MAX_SECONDS >= CELERY_TASK_SOFT_TIME_LIMIT:
         "TRIAGE_RETENTION_MAX_SECONDS must be below CELERY_TASK_SOFT_TIME_LIMIT "
         f"({CELERY_TASK_SOFT_TIME_LIMIT})."
     )
+# The longest window a page may show (a custom window on the triage page): the retention
+# period (nothing older is kept), at least the 30-day preset; 400 days when nothing is pruned.
+TRIAGE_MAX_WINDOW_DAYS = env_int(
+    "TRIAGE_MAX_WINDOW_DAYS", max(TRIAGE_RETENTION_DAYS, 30) if TRIAGE_RETENTION_DAYS else 400,
+    minimum=30,
+)  # fmt: skip
 # Learning review: the promotion gate (learning/gate.py). A suggestion becomes promotable
 # after this many successful observations of its query family, when at most this share of
 # the recent attempts with its target failed and this share of the family's recent

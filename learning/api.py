@@ -21,10 +21,13 @@ from learning.models import SuggestionStatus
 from learning.selectors import export_suggestions
 from qualitylab.models import Collection
 from triage.api_auth import HasReadScope
+from triage.collection_names import COLLECTION_NAME_MAX_LENGTH
 
 
 class SuggestionExportQuerySerializer(serializers.Serializer[None]):
-    collection = serializers.CharField(max_length=100, help_text="The collection id (name).")
+    collection = serializers.CharField(
+        max_length=COLLECTION_NAME_MAX_LENGTH, help_text="The collection id (name)."
+    )
     status = serializers.ChoiceField(
         choices=SuggestionStatus.values,
         required=False,

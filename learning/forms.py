@@ -25,6 +25,7 @@ class QueueFilterForm(forms.Form):
         required=False,
     )
     family = forms.CharField(required=False, max_length=200, label="query family")
+    page = forms.IntegerField(required=False, min_value=1, max_value=1_000_000)
 
     def __init__(self, *args: Any, collections: list[str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -36,15 +37,23 @@ class QueueFilterForm(forms.Form):
         )
 
     def filters(self) -> QueueFilters:
-        if not self.is_valid():
+        """The filters that passed validation: a refused one is dropped (the page shows
+        its error), the others still apply."""
+        if not self.is_bound:
             return QueueFilters()
+        self.is_valid()
         data = self.cleaned_data
         return QueueFilters(
-            collection=data["collection"] or "",
-            type=data["type"] or "",
-            status=data["status"] or "",
-            family=(data["family"] or "").strip(),
+            collection=data.get("collection") or "",
+            type=data.get("type") or "",
+            status=data.get("status") or "",
+            family=(data.get("family") or "").strip(),
         )
+
+    def page_number(self) -> int:
+        if not self.is_bound or not self.is_valid():
+            return 1
+        return self.cleaned_data.get("page") or 1
 
 
 class ApproveForm(forms.Form):

@@ -34,7 +34,6 @@ from triage.normalize import ItemError, _Reader
 ITEM_TYPE = "learning_attempt"
 QUALITY_LAB_CHANNEL = "quality_lab"
 # Collection ids become Collection names (slugs): Quality Lab pages link to them.
-_COLLECTION_RE = re.compile(r"^[-a-zA-Z0-9_]{1,100}$")
 _FINGERPRINT_RE = re.compile(r"^[0-9a-f]{8,64}$")
 _SCRUB_MARKER = "[REDACTED"
 _SCRUB_MARKER_RE = re.compile(r"\[REDACTED[^\]]{0,40}\]")
@@ -136,12 +135,6 @@ def parse_attempt(body: Mapping[str, Any], *, now: datetime) -> AttemptFields:
             "missing_field",
             "body.collection",
             "collection (or collection_id) is required: suggestions belong to a collection.",
-        )
-    if not _COLLECTION_RE.match(collection):
-        raise ItemError(
-            "invalid_field",
-            "body.collection",
-            "collection must be 1-100 letters, digits, '-' or '_'.",
         )
     query = reader.string("query", max_length=2000, required=True)
     # The family of the query as the runtime typed it: the library drops emails and numbers

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django.urls import URLPattern, path
 
+import qualitylab.converters  # noqa: F401 (registers the `collection` path converter)
 from learning import views
 
 app_name = "learning"
@@ -24,5 +25,5 @@ urlpatterns: list[URLPattern] = [
         views.suggestion_demote_view,
         name="suggestion-demote",
     ),
-    path("collections/<slug:name>/policy", views.collection_policy_view, name="policy"),
+    path("collections/<collection:name>/policy", views.collection_policy_view, name="policy"),
 ]

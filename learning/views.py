@@ -49,9 +49,15 @@ def review_page(request: HttpRequest) -> HttpResponse:
     form = QueueFilterForm(request.GET or None, collections=[c.name for c in collections])
     filters = form.filters()
     page = Paginator(selectors.suggestion_queue(filters=filters), PAGE_SIZE).get_page(
-        request.GET.get("page")
+        form.page_number()
     )
-    query = urlencode([(key, value) for key, value in request.GET.items() if value])
+    # Links keep the filters the form knows and accepted, nothing else from the address.
+    kept = [
+        (key, value)
+        for key, value in request.GET.items()
+        if value and key in form.fields and key not in form.errors
+    ]
+    query = urlencode(kept)
     here = f"{request.path}?{query}" if query else request.path
     context = {
         **_decision_context(request),
@@ -59,13 +65,12 @@ def review_page(request: HttpRequest) -> HttpResponse:
         "filters": filters,
         "page": page,
         "here": here,
-        "page_query": urlencode(
-            [(key, value) for key, value in request.GET.items() if value and key != "page"]
-        ),
+        "page_query": urlencode([(key, value) for key, value in kept if key != "page"]),
         "counts": selectors.status_counts(collection=filters.collection),
     }
+    status = 400 if form.errors else 200  # the page shows what it refused
     if is_partial(request):
-        return push_url(render(request, "learning/review.html#queue", context), here)
+        return push_url(render(request, "learning/review.html#queue", context, status=status), here)
     context.update(
         {
             "collections": collections,
@@ -74,7 +79,7 @@ def review_page(request: HttpRequest) -> HttpResponse:
             "reviews": selectors.recent_reviews(),
         }
     )
-    return render(request, "learning/review.html", context)
+    return render(request, "learning/review.html", context, status=status)
 
 
 @require_safe

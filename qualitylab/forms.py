@@ -12,6 +12,8 @@ from django.core.files.uploadedfile import UploadedFile
 
 from qualitylab import engine
 from qualitylab.models import CaseMode, Collection, QualityCase, Suite
+from triage.collection_names import COLLECTION_NAME_MAX_LENGTH
+from triage.fields import validate_collection_name
 
 MAX_SPEC_BYTES = engine.MAX_SPEC_BYTES
 MAX_CASES_FILE_BYTES = 5_000_000
@@ -179,9 +181,12 @@ class CollectionSettingsForm(forms.Form):
 
 
 class CollectionCreateForm(CollectionSettingsForm, SpecSourceForm):
-    name = forms.SlugField(
-        max_length=100,
-        help_text="Letters, digits, '-' and '_'. Failure records name the collection this way.",
+    name = forms.CharField(
+        max_length=COLLECTION_NAME_MAX_LENGTH,
+        validators=[validate_collection_name],
+        help_text="The id failure records and runtimes use for it, e.g. checkout.v2 or "
+        f"team a: any text up to {COLLECTION_NAME_MAX_LENGTH} characters, without control "
+        "characters.",
     )
 
     field_order = [
@@ -384,10 +389,34 @@ class CaseForm(forms.Form):
         return document
 
 
+def _refuse_nul(values: Any, error: Any) -> None:
+    """No database column holds NUL, and PostgreSQL refuses a query that sends one: such a
+    choice is no choice, answered as a form error rather than a database error."""
+    texts = values if isinstance(values, (list, tuple)) else [values]
+    if any(isinstance(text, str) and "\x00" in text for text in texts):
+        raise forms.ValidationError(error, code="invalid_choice")
+
+
+class ChoiceByTextField(forms.ModelChoiceField):
+    """A row chosen by a text column (a name, a case id)."""
+
+    def to_python(self, value: Any) -> Any:
+        _refuse_nul(value, self.error_messages["invalid_choice"])
+        return super().to_python(value)
+
+
+class ChoicesByTextField(forms.ModelMultipleChoiceField):
+    """Rows chosen by a text column (case ids)."""
+
+    def clean(self, value: Any) -> Any:
+        _refuse_nul(value, self.error_messages["invalid_choice"] % {"value": "\\x00"})
+        return super().clean(value)
+
+
 class CaseFromGroupForm(CaseForm):
     """A new case from a failure group: the person also picks the collection."""
 
-    collection = forms.ModelChoiceField(
+    collection = ChoiceByTextField(
         queryset=Collection.objects.none(), to_field_name="name", empty_label=None
     )
 
@@ -407,7 +436,7 @@ def _suite_case_label(case: QualityCase) -> str:
 class SuiteForm(forms.Form):
     name = forms.SlugField(max_length=100)
     description = forms.CharField(max_length=300, required=False)
-    cases = forms.ModelMultipleChoiceField(
+    cases = ChoicesByTextField(
         queryset=QualityCase.objects.none(),
         to_field_name="case_id",
         required=False,
@@ -424,7 +453,7 @@ class SuiteForm(forms.Form):
 
 
 class RunStartForm(forms.Form):
-    suite = forms.ModelChoiceField(
+    suite = ChoiceByTextField(
         queryset=Suite.objects.none(),
         to_field_name="name",
         required=False,

@@ -10,7 +10,8 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from triage.fields import BulkJSONField
+from triage.collection_names import COLLECTION_NAME_MAX_LENGTH
+from triage.fields import BulkJSONField, validate_collection_name
 
 
 class LearningMode(models.TextChoices):
@@ -22,7 +23,11 @@ class LearningMode(models.TextChoices):
 class Collection(models.Model):
     """An API collection: its OpenAPI source, where to call it, and its policy."""
 
-    name = models.SlugField(max_length=100, unique=True)
+    # Any name the one rule accepts ("checkout.v2", "team a", "체크아웃"); URLs carry it
+    # through the `collection` path converter.
+    name = models.CharField(
+        max_length=COLLECTION_NAME_MAX_LENGTH, unique=True, validators=[validate_collection_name]
+    )
     title = models.CharField(max_length=200, blank=True)
     base_url = models.URLField(
         blank=True, help_text="Execute mode calls this; its host must be allowed."

@@ -31,7 +31,16 @@ from qualitylab.models import (
     Suite,
 )
 from triage import outbound
+from triage.collection_names import CollectionNameError, check_collection_name
 from triage.ingest import batch_ingest
+from triage.models import (
+    AuditEvent,
+    FailureGroup,
+    FailureRecord,
+    Receipt,
+    RunnerEvent,
+    ToolPolicy,
+)
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +79,10 @@ def collection_create(
     The spec is parsed right away, so a file that is not OpenAPI is refused with its
     parse error instead of becoming a failed build.
     """
+    try:
+        check_collection_name(name)
+    except CollectionNameError as exc:
+        raise CollectionError(str(exc)) from None
     engine.parse_spec(spec_text)
     if Collection.objects.filter(name=name).exists():
         raise CollectionError(f"A collection named {name!r} already exists.")
@@ -100,6 +113,48 @@ def collection_rebuild(
     engine.parse_spec(spec_text)
     with transaction.atomic():
         return _new_version(collection=collection, spec_text=spec_text, user=user)
+
+
+# Rows of the triage app that name a collection as text (the rest point at the row).
+_NAMED_BY_TEXT = (FailureGroup, FailureRecord, Receipt, RunnerEvent, AuditEvent, ToolPolicy)
+
+
+def collection_rename(*, collection: Collection, new_name: str) -> int:
+    """Give a collection a new name and every row that names it as text the same one (its
+    failure groups and records, receipts, runner and audit events, tool policies), in one
+    transaction; rows that point at the collection (versions, cases, runs, learning) follow
+    by themselves. This is how a name stored before the one rule is mended. Returns how
+    many text rows changed.
+
+    The new name must be free: no collection, and no failure group or tool policy under it
+    (joining two collections' groups would need their counters merged).
+    """
+    try:
+        check_collection_name(new_name)
+    except CollectionNameError as exc:
+        raise CollectionError(str(exc)) from None
+    old_name = collection.name
+    if new_name == old_name:
+        raise CollectionError("That is its name already.")
+    with transaction.atomic():
+        locked = Collection.objects.select_for_update().get(pk=collection.pk)
+        if Collection.objects.filter(name=new_name).exists():
+            raise CollectionError(f"A collection named {new_name!r} exists already.")
+        for model in (FailureGroup, ToolPolicy):
+            if model.objects.filter(collection=new_name).exists():
+                raise CollectionError(
+                    f"{str(model._meta.verbose_name_plural).capitalize()} already name a "
+                    f"collection {new_name!r}: choose another name."
+                )
+        locked.name = new_name
+        locked.save(update_fields=["name"])
+        changed = sum(
+            model.objects.filter(collection=old_name).update(collection=new_name)
+            for model in _NAMED_BY_TEXT
+        )
+    collection.name = new_name
+    log.info("collection %s renamed to %s (%d rows named it)", collection.pk, new_name, changed)
+    return changed
 
 
 def collection_update(

@@ -18,6 +18,7 @@ from django.http import (
 from django.shortcuts import get_object_or_404, render
 from django.template.loader import render_to_string
 from django.urls import reverse
+from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 from django_htmx.http import HttpResponseStopPolling
 
@@ -358,7 +359,9 @@ def cases_export(request: HttpRequest, name: str) -> HttpResponse:
         json.dumps(cases, ensure_ascii=False, indent=2) + "\n",
         content_type="application/json; charset=utf-8",
     )
-    response["Content-Disposition"] = f'attachment; filename="{collection.name}-cases.json"'
+    response["Content-Disposition"] = str(
+        content_disposition_header(as_attachment=True, filename=f"{collection.name}-cases.json")
+    )
     return response
 
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import UTC
 from typing import Any
 
 from django.conf import settings
+from django.utils.dateparse import parse_datetime
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import generics
-from rest_framework.pagination import CursorPagination
+from rest_framework.exceptions import NotFound
+from rest_framework.pagination import Cursor, CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -92,6 +95,20 @@ class _NewestFirst(CursorPagination):
     max_page_size = 500
     page_size_query_param = "page_size"
     ordering = ("-occurred_at", "-id")
+
+    def decode_cursor(self, request: Request) -> Cursor | None:
+        """A cursor is the client's to echo back, not to write: its position must be a
+        moment the database can compare, or the cursor is refused like any bad one."""
+        cursor = super().decode_cursor(request)
+        if cursor is not None and cursor.position is not None:
+            try:
+                moment = parse_datetime(str(cursor.position))
+                valid = moment is not None and moment.astimezone(UTC) is not None
+            except (ValueError, OverflowError):
+                valid = False
+            if not valid:
+                raise NotFound(self.invalid_cursor_message)
+        return cursor
 
 
 class _RecentlySeenFirst(_NewestFirst):

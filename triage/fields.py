@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.exceptions import ValidationError
 from django.db import models
+
+from triage.collection_names import collection_name_problem
+
+
+def validate_collection_name(value: Any) -> None:
+    """The one rule for collection names (triage.collection_names), for forms and models."""
+    problem = collection_name_problem(value)
+    if problem is not None:
+        raise ValidationError(f"The name {problem}.", code="invalid_collection_name")
 
 
 class BulkJSONField(models.JSONField):

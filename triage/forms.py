@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django import forms
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from triage import taxonomy
+from triage.collection_names import COLLECTION_NAME_MAX_LENGTH
+from triage.fields import validate_collection_name
 from triage.models import GroupAction, GroupStatus, ReconciliationFinding, ToolPolicy
 
 WINDOWS = {"1h": timedelta(hours=1), "24h": timedelta(hours=24), "7d": timedelta(days=7),
            "30d": timedelta(days=30)}  # fmt: skip
+# Ids in URLs: a 64-bit id column holds nothing larger.
+MAX_ID = 2**63 - 1
 # The default view hides what nobody needs to look at: resolved and muted groups.
 ACTIVE = "active"
 ACTIVE_STATUSES = (GroupStatus.OPEN, GroupStatus.ACKNOWLEDGED, GroupStatus.REGRESSED)
@@ -45,7 +50,7 @@ class TriageFilterForm(forms.Form):
     until = forms.DateTimeField(
         required=False, widget=forms.DateTimeInput(attrs={"type": "datetime-local"})
     )
-    collection = forms.CharField(required=False, max_length=200)
+    collection = forms.CharField(required=False, max_length=COLLECTION_NAME_MAX_LENGTH)
     source = forms.ChoiceField(choices=_choices(taxonomy.SOURCES, "any source"), required=False)
     tool = forms.CharField(required=False, max_length=200)
     lane = forms.ChoiceField(choices=_choices(taxonomy.LANES, "any lane"), required=False)
@@ -62,29 +67,118 @@ class TriageFilterForm(forms.Form):
     stage = forms.CharField(required=False, max_length=64)
     reason = forms.CharField(required=False, max_length=100)
 
+    def __init__(self, *args: Any, now: datetime | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.now = now or timezone.now()
+
+    def clean_since(self) -> datetime | None:
+        return window_moment(self.cleaned_data.get("since"), now=self.now)
+
+    def clean_until(self) -> datetime | None:
+        return window_moment(self.cleaned_data.get("until"), now=self.now)
+
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
         if data.get("window") == "custom":
-            if not data.get("since"):
-                self.add_error("since", "A custom window needs a start.")
-            elif data.get("until") and data["until"] <= data["since"]:
+            since, until = data.get("since"), data.get("until")
+            if not since:
+                if "since" not in self.errors:
+                    self.add_error("since", "A custom window needs a start.")
+            elif until and until <= since:
                 self.add_error("until", "The end must be after the start.")
+            elif (until or self.now) - since > max_window():
+                self.add_error(
+                    "since",
+                    f"A window spans at most {settings.TRIAGE_MAX_WINDOW_DAYS} days: "
+                    "move the start or the end.",
+                )
         return data
 
+    def _valid_data(self) -> dict[str, Any]:
+        """What passed validation: a bad field is dropped (the page shows its error), the
+        other filters still apply."""
+        if not self.is_bound:
+            return {}
+        self.is_valid()
+        return self.cleaned_data
+
     def window_range(self, *, now: datetime) -> Window:
-        data = self.cleaned_data if self.is_bound and self.is_valid() else {}
-        if data.get("window") == "custom" and data.get("since"):
-            end = data.get("until") or now
-            return Window(data["since"], end, "custom window")
-        key = data.get("window") or "24h"
+        data = self._valid_data()
+        window_errors = any(name in self.errors for name in ("window", "since", "until"))
+        if data.get("window") == "custom" and data.get("since") and not window_errors:
+            return Window(data["since"], data.get("until") or now, "custom window")
+        key = str(data.get("window") or "")
+        if key not in WINDOWS:
+            key = "24h"
         return Window(now - WINDOWS[key], now, f"last {key}")
 
     def filters(self) -> dict[str, str]:
-        data = self.cleaned_data if self.is_bound and self.is_valid() else {}
+        data = self._valid_data()
         keys = ("collection", "source", "tool", "lane", "execution_state", "q", "stage", "reason")
         chosen = {key: data[key].strip() for key in keys if data.get(key)}
         chosen["status"] = data.get("status") or ACTIVE
         return chosen
+
+    def query_items(self) -> list[tuple[str, str]]:
+        """The filters of the URL as it would be shared: the form's own fields, set and
+        valid, so links built from it never carry a value the page refused."""
+        if not self.is_bound:
+            return []
+        self.is_valid()
+        return [
+            (name, str(self.data.get(name)))
+            for name in self.fields
+            if self.data.get(name) and name not in self.errors
+        ]
+
+
+# The earliest moment a custom window may start: no runtime reports from before it, and
+# date arithmetic near the years 1 and 9999 overflows.
+EARLIEST_MOMENT = datetime(1970, 1, 1, tzinfo=UTC)
+# How far ahead a window may end (records may come from clocks running ahead).
+LATEST_AHEAD = timedelta(days=1)
+
+
+def max_window() -> timedelta:
+    return timedelta(days=settings.TRIAGE_MAX_WINDOW_DAYS)
+
+
+def window_moment(moment: datetime | None, *, now: datetime) -> datetime | None:
+    """A window's start or end in UTC, refused outside 1970-01-01 .. a day from now."""
+    if moment is None:
+        return None
+    try:
+        in_utc = moment.astimezone(UTC)
+    except (OverflowError, ValueError):
+        in_utc = None
+    if in_utc is None or in_utc < EARLIEST_MOMENT:
+        raise forms.ValidationError("Choose a moment from 1970-01-01 on.", code="out_of_range")
+    if in_utc > now + LATEST_AHEAD:
+        raise forms.ValidationError("Choose a moment no later than tomorrow.", code="out_of_range")
+    return in_utc
+
+
+class GroupRecordsForm(forms.Form):
+    """The group page's URL: which page of records (a keyset cursor from its own links)."""
+
+    before = forms.CharField(required=False, max_length=80)
+
+    def clean_before(self) -> str:
+        raw = self.cleaned_data.get("before") or ""
+        if not raw:
+            return ""
+        stamp, _, record_id = raw.partition("_")
+        try:
+            moment = datetime.fromisoformat(stamp)
+            valid = moment.tzinfo is not None and moment.astimezone(UTC) is not None
+        except (ValueError, OverflowError):
+            valid = False
+        if not valid or not (record_id.isascii() and record_id.isdigit()) or len(record_id) > 18:
+            raise forms.ValidationError(
+                "Not a page of this group: follow the page's own older/newest links.",
+                code="invalid_cursor",
+            )
+        return raw
 
 
 class GroupActionForm(forms.Form):
@@ -147,6 +241,25 @@ class ToolPolicyForm(forms.ModelForm):
             "collection": "Empty: applies to this tool in every collection.",
             "idempotency_lookup": "How to find an operation by key, e.g. GET /notes/by-key/{key}",
         }
+
+    def clean_collection(self) -> str:
+        name = self.cleaned_data.get("collection") or ""
+        if name:
+            validate_collection_name(name)
+        return name
+
+
+class IngestionQueryForm(forms.Form):
+    """The ingestion page's URL: a page of the ledger and the batch shown in detail."""
+
+    before = forms.IntegerField(required=False, min_value=1, max_value=MAX_ID)
+    batch = forms.IntegerField(required=False, min_value=1, max_value=MAX_ID)
+
+
+class PolicyQueryForm(forms.Form):
+    """The tool-policy page's URL: text a collection or tool contains."""
+
+    q = forms.CharField(required=False, max_length=200)
 
 
 class ApiKeyCreateForm(forms.Form):

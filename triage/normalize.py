@@ -16,6 +16,7 @@ from typing import Any
 from django.utils.dateparse import parse_datetime
 
 from triage import taxonomy
+from triage.collection_names import INVALID_COLLECTION_NAME, collection_name_problem
 from triage.lanes import Sent
 from triage.runner_events import failure_from_runner_event
 
@@ -132,9 +133,18 @@ class _Reader:
         return value
 
     def collection(self) -> str:
-        return self.string("collection", max_length=200) or self.string(
-            "collection_id", max_length=200
-        )
+        """The collection's name ("collection", or "collection_id"), by the one rule."""
+        for name in ("collection", "collection_id"):
+            value = self._raw(name)
+            if value is None or value == "":
+                continue
+            if isinstance(value, int) and not isinstance(value, bool):
+                value = str(value)  # a numeric collection id
+            problem = collection_name_problem(value)
+            if problem is not None:
+                raise ItemError(INVALID_COLLECTION_NAME, self._path(name), f"{name} {problem}.")
+            return str(value)
+        return ""
 
     def rest(self) -> dict[str, Any]:
         """Fields nobody asked for: preserved (scrubbed) in `extra`."""

@@ -201,7 +201,7 @@ class TriageOverview:
     @property
     def spark_unit(self) -> str:
         if self.spark_daily:
-            return "day"
+            return "day" if self.spark_bins * 24 == self.spark_hours else "bin"
         return "hour" if self.spark_bins == self.spark_hours else "bin"
 
 
@@ -324,10 +324,16 @@ def triage_groups_in_window(
     )
 
 
+# However long the window, a reason row's sparkline has at most this many bars: its cost
+# per row stays the same for a week and for a year.
+SPARK_MAX_BINS = 31
+
+
 @dataclass(frozen=True)
 class _Spark:
     """The sparkline's bins: hours for windows up to two days; beyond, whole UTC days
-    from the daily rollups (so the first bar covers all of the window's first day)."""
+    from the daily rollups (so the first bar covers all of the window's first day), one
+    day per bar up to SPARK_MAX_BINS days, several days per bar beyond."""
 
     start: datetime
     hours: int
@@ -343,19 +349,22 @@ class _Spark:
             return cls(first, hours, min(hours, 28), daily=False)
         first = day_floor(hour_floor(start))
         days = (day_floor(end) - first).days + 1
-        return cls(first, days * 24, days, daily=True)
+        return cls(first, days * 24, min(days, SPARK_MAX_BINS), daily=True)
 
     def sums(self, matching: Q) -> Iterator[tuple[str, str, int, int]]:
         """(stage, reason, bin, records): summed in SQL per hour or day, binned here."""
         rows: QuerySet[Any, tuple[str, str, datetime]]
+        # Nothing after the last bin: a window that ended in the past does not pile
+        # everything since into its last bar.
+        after = self.start + timedelta(hours=self.hours)
         if self.daily:
-            rows = FailureGroupDay.objects.filter(matching, day__gte=self.start).values_list(
-                "group__stage", "group__reason", "day"
-            )
+            rows = FailureGroupDay.objects.filter(
+                matching, day__gte=self.start, day__lt=after
+            ).values_list("group__stage", "group__reason", "day")
         else:
-            rows = FailureGroupBucket.objects.filter(matching, hour__gte=self.start).values_list(
-                "group__stage", "group__reason", "hour"
-            )
+            rows = FailureGroupBucket.objects.filter(
+                matching, hour__gte=self.start, hour__lt=after
+            ).values_list("group__stage", "group__reason", "hour")
         for stage, reason, moment, total in rows.annotate(total=Sum("count")).order_by():
             hours = int((moment - self.start).total_seconds() // 3600)
             yield stage, reason, hours * self.bins // self.hours, total

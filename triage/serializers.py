@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.utils import timezone
 from rest_framework import serializers
 
 from triage import taxonomy
+from triage.collection_names import COLLECTION_NAME_MAX_LENGTH
+from triage.forms import window_moment
 from triage.models import FailureGroup, FailureRecord, GroupStatus
 
 
@@ -48,7 +53,7 @@ class IngestResponseSerializer(serializers.Serializer[Any]):
 
 
 class FailureFilterSerializer(serializers.Serializer[Any]):
-    collection = serializers.CharField(required=False, max_length=200)
+    collection = serializers.CharField(required=False, max_length=COLLECTION_NAME_MAX_LENGTH)
     stage = serializers.CharField(required=False, max_length=64)
     reason = serializers.CharField(required=False, max_length=100)
     tool = serializers.CharField(required=False, max_length=200)
@@ -62,6 +67,20 @@ class FailureFilterSerializer(serializers.Serializer[Any]):
     status = serializers.ChoiceField(required=False, choices=GroupStatus.values)
     since = serializers.DateTimeField(required=False)
     until = serializers.DateTimeField(required=False)
+
+    def _moment(self, value: datetime) -> datetime:
+        try:
+            moment = window_moment(value, now=timezone.now())
+        except DjangoValidationError as exc:
+            raise serializers.ValidationError(exc.messages) from None
+        assert moment is not None
+        return moment
+
+    def validate_since(self, value: datetime) -> datetime:
+        return self._moment(value)
+
+    def validate_until(self, value: datetime) -> datetime:
+        return self._moment(value)
 
 
 class FailureRecordSerializer(serializers.ModelSerializer[FailureRecord]):

@@ -14,7 +14,7 @@ from django.views.decorators.http import require_POST, require_safe
 from django_htmx.http import push_url
 
 from triage import roles, selectors, taxonomy
-from triage.forms import BulkActionForm, GroupActionForm, TriageFilterForm
+from triage.forms import BulkActionForm, GroupActionForm, GroupRecordsForm, TriageFilterForm
 from triage.http import is_partial
 from triage.models import BulkAction, FailureGroup
 from triage.services import GroupActionError, bulk_action_undo, group_act, groups_bulk_act
@@ -29,16 +29,15 @@ def triage_page(request: HttpRequest) -> HttpResponse:
     data = request.GET.copy()
     for key, value in TriageFilterForm.DEFAULTS.items():
         data.setdefault(key, value)  # a link setting only some filters shows the defaults
-    form = TriageFilterForm(data)
     now = timezone.now()
+    form = TriageFilterForm(data, now=now)
     window = form.window_range(now=now)
     filters = form.filters()
     overview = selectors.triage_overview(start=window.start, end=window.end, filters=filters)
-    # The shareable URL of this view: only the filters that are set.
-    query = urlencode([(key, value) for key, value in request.GET.items() if value])
-    query_without_reason = urlencode(
-        [(k, v) for k, v in request.GET.items() if v and k not in ("stage", "reason")]
-    )
+    # The shareable URL of this view: only the filters that are set (and valid).
+    shown = [(key, value) for key, value in form.query_items() if key in request.GET]
+    query = urlencode(shown)
+    query_without_reason = urlencode([(k, v) for k, v in shown if k not in ("stage", "reason")])
     context = {
         "form": form,
         "window": window,
@@ -51,10 +50,12 @@ def triage_page(request: HttpRequest) -> HttpResponse:
         "can_act": request.user.has_perm(roles.ACT_ON_GROUP),
         "last_bulk": _last_bulk(request),
     }
+    # A refused filter is a form error shown on the page, with a 400 (htmx swaps it in).
+    status = 400 if form.errors else 200
     if is_partial(request):
-        response = render(request, "triage/triage.html#results", context)
+        response = render(request, "triage/triage.html#results", context, status=status)
         return push_url(response, f"{request.path}?{query}" if query else request.path)
-    return render(request, "triage/triage.html", context)
+    return render(request, "triage/triage.html", context, status=status)
 
 
 def _last_bulk(request: HttpRequest) -> BulkAction | None:
@@ -71,7 +72,9 @@ def _last_bulk(request: HttpRequest) -> BulkAction | None:
 @permission_required("triage.view_failuregroup", raise_exception=True)
 def group_page(request: HttpRequest, group_id: int) -> HttpResponse:
     group = get_object_or_404(FailureGroup.objects.select_related("assignee"), pk=group_id)
-    page = selectors.group_records(group=group, before=request.GET.get("before") or None)
+    form = GroupRecordsForm(request.GET)
+    before = form.cleaned_data.get("before") if form.is_valid() else None
+    page = selectors.group_records(group=group, before=before or None)
     keys = sorted({r.idempotency_key for r in page.records if r.idempotency_key})
     timeline, timeline_start = selectors.group_timeline(group=group)
     context = {
@@ -87,9 +90,10 @@ def group_page(request: HttpRequest, group_id: int) -> HttpResponse:
         "events": group.events.select_related("actor")[:50],
         "action_form": GroupActionForm(),
         "can_act": request.user.has_perm(roles.ACT_ON_GROUP),
+        "query_form": form,
     }
     template = "triage/group.html#records" if is_partial(request) else "triage/group.html"
-    return render(request, template, context)
+    return render(request, template, context, status=400 if form.errors else 200)
 
 
 @require_POST
@@ -130,8 +134,11 @@ def bulk_act_view(request: HttpRequest) -> HttpResponse:
     if not form.is_valid() or form.cleaned_data["action"] not in BULK_ACTIONS:
         messages.error(request, _form_errors(form) or "Choose an action for the groups.")
         return HttpResponseRedirect(back)
-    filter_form = TriageFilterForm(_query_dict(query))
     now = timezone.now()
+    filter_form = TriageFilterForm(_query_dict(query), now=now)
+    if not filter_form.is_valid():
+        messages.error(request, "The filter of these groups is not valid: nothing was changed.")
+        return HttpResponseRedirect(reverse("triage:home"))
     window = filter_form.window_range(now=now)
     groups = list(
         selectors.triage_groups_in_window(

@@ -21,7 +21,7 @@ from django.utils.cache import add_never_cache_headers
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from triage import ingestion, retention, roles, selectors
-from triage.forms import ApiKeyCreateForm, ToolPolicyForm
+from triage.forms import ApiKeyCreateForm, IngestionQueryForm, PolicyQueryForm, ToolPolicyForm
 from triage.http import is_partial
 from triage.models import ApiKey, ToolPolicy
 from triage.services import ApiKeyError, api_key_create, api_key_revoke
@@ -48,13 +48,6 @@ CURL_EXAMPLE_BODY = json.dumps(
 )
 
 
-def _positive_int(value: str | None) -> int | None:
-    """A cursor or id from the URL; anything else means "none" rather than an error page."""
-    if not value or not (value.isascii() and value.isdigit()) or len(value) > 18:
-        return None  # 18 digits fit a 64-bit id column; "²" is a digit but not an int
-    return int(value) or None
-
-
 @dataclass(frozen=True)
 class NewKey:
     """A key just created: the only moment its secret exists outside the runtime."""
@@ -70,8 +63,11 @@ def _render_ingestion(
     new_key: NewKey | None = None,
     status: int = 200,
 ) -> HttpResponse:
-    before = _positive_int(request.GET.get("before"))
-    selected = _positive_int(request.GET.get("batch"))
+    query_form = IngestionQueryForm(request.GET)
+    valid = query_form.cleaned_data if query_form.is_valid() else {}
+    before, selected = valid.get("before"), valid.get("batch")
+    if query_form.errors and status == 200:
+        status = 400  # the page shows what it refused
     ledger = ingestion.ingest_ledger(before_id=before)
     detail = ingestion.ingest_batch_detail(batch_id=selected) if selected else None
     context: dict[str, Any] = {
@@ -80,6 +76,7 @@ def _render_ingestion(
         "detail": detail,
         "detail_on_page": detail is not None
         and any(batch.pk == detail.batch.pk for batch in ledger.batches),
+        "query_form": query_form,
     }
     if is_partial(request):
         return render(request, "triage/ingestion.html#ledger", context, status=status)
@@ -163,17 +160,19 @@ def api_key_revoke_view(request: HttpRequest, key_id: int) -> HttpResponse:
 @login_required
 @permission_required(VIEW_POLICIES, raise_exception=True)
 def policies_page(request: HttpRequest) -> HttpResponse:
-    text = request.GET.get("q", "").strip()[:200]
+    query_form = PolicyQueryForm(request.GET)
+    text = query_form.cleaned_data["q"].strip() if query_form.is_valid() else ""
     context = {
         "policies": list(ingestion.tool_policies(text=text)),
         "q": text,
+        "query_form": query_form,
         "can_add": request.user.has_perm(roles.ADD_TOOL_POLICY),
         "can_change": request.user.has_perm(roles.CHANGE_TOOL_POLICY),
     }
     template = (
         "triage/policies.html#policy-table" if is_partial(request) else "triage/policies.html"
     )
-    return render(request, template, context)
+    return render(request, template, context, status=400 if query_form.errors else 200)
 
 
 def _policy_form_page(request: HttpRequest, *, policy: ToolPolicy | None) -> HttpResponse:

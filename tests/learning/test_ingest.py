@@ -114,7 +114,8 @@ def test_a_known_collection_keeps_its_policy(ingest_client: APIClient) -> None:
     [
         ({"query": None}, "missing_field", "body.query"),
         ({"collection_id": None}, "missing_field", "body.collection"),
-        ({"collection_id": "shop/v2"}, "invalid_field", "body.collection"),
+        ({"collection_id": "shop\nv2"}, "invalid_collection_name", "body.collection_id"),
+        ({"collection_id": "x" * 101}, "invalid_collection_name", "body.collection_id"),
         ({"plan_tools": "searchOrders"}, "invalid_field", "body.plan_tools"),
         ({"success": "yes"}, "invalid_field", "body.success"),
         ({"latency_ms": -5}, "invalid_field", "body.latency_ms"),

@@ -1327,7 +1327,7 @@ _REJECTING_FIELDS = {
     "runner_event": "type",
     "receipt": "result",
     "audit_event": "status",
-    "learning_attempt": "collection_id",
+    "learning_attempt": "failure_reason",
 }
 
 

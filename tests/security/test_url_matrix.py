@@ -230,6 +230,7 @@ def _build_world() -> World:
     # with results and a queued one. The worker's tasks are run here or not at all.
     with mock.patch("qualitylab.services._send"):
         collection, version = lab.collection_create(name="shop", spec_text=spec_text())
+        ids["collection"] = collection.pk
         lab.version_build(version_id=version.pk)
         collection.refresh_from_db()
         cases = [case for case in demo.load_case_data()
@@ -507,14 +508,17 @@ ADMIN_SITE: dict[str, Row] = {
 }  # fmt: skip
 
 # Every model in the admin, with what a superuser may do there: "edit" (Django's default),
-# "no-add" (django-axes' sign-in records: looked at and cleared, never made by hand) or
-# "read-only" (learning: decisions go through the review page, which keeps the history).
+# "no-add" (django-axes' sign-in records: looked at and cleared, never made by hand),
+# "rename-only" (collections: made and set up on the Quality Lab page, renamed by an admin
+# action; saving the change page changes nothing) or "read-only" (learning: decisions go
+# through the review page, which keeps the history).
 ADMIN_MODELS: dict[str, tuple[str, str]] = {
     "auth/group": ("bystander_group", "edit"),
     "auth/user": ("bystander", "edit"),
     "axes/accessattempt": ("access_attempt", "no-add"),
     "axes/accesslog": ("access_log", "no-add"),
     "axes/accessfailurelog": ("access_failure_log", "no-add"),
+    "qualitylab/collection": ("collection", "rename-only"),
     "triage/toolpolicy": ("policy", "edit"),
     "triage/apikey": ("key", "edit"),
     "triage/failuregroup": ("group", "edit"),
@@ -531,6 +535,7 @@ def _admin_model_rows(model: str, object_key: str, access: str) -> dict[str, Row
     base = f"/admin/{model}/"
     add = OK if access == "edit" else E403
     write = E403 if access == "read-only" else OK
+    delete = E403 if access in ("read-only", "rename-only") else OK
 
     def obj(suffix: str) -> Callable[[World], str]:
         return lambda world: f"{base}{getattr(world, object_key)}/{suffix}"
@@ -543,8 +548,8 @@ def _admin_model_rows(model: str, object_key: str, access: str) -> dict[str, Row
         f"admin:{name}_add": row(lambda w: f"{base}add/", get=django_admin(add),
                                  post=django_admin(add)),
         f"admin:{name}_history": row(obj("history/"), get=django_admin()),
-        f"admin:{name}_delete": row(obj("delete/"), get=django_admin(write),
-                                    post=django_admin(write), body=lambda w: {"post": "yes"}),
+        f"admin:{name}_delete": row(obj("delete/"), get=django_admin(delete),
+                                    post=django_admin(delete), body=lambda w: {"post": "yes"}),
         # A read-only model's change page shows the object; saving it is refused.
         f"admin:{name}_change": row(obj("change/"), get=django_admin(), post=django_admin(write)),
         f"admin/{model}/<path:object_id>/": row(obj(""), get=django_admin()),

@@ -175,12 +175,16 @@ def test_the_ledger_pages_by_cursor_from_newest_to_oldest(viewer_client: Client)
     assert "older →" not in content  # the last page
 
 
-def test_a_cursor_that_is_not_a_number_shows_the_first_page(viewer_client: Client) -> None:
+def test_a_cursor_that_is_not_a_number_is_a_form_error_over_the_first_page(
+    viewer_client: Client,
+) -> None:
     make_batches(3)
     for junk in ("1' OR 1=1", "²", "9" * 40, "0", "-5"):
         response = viewer_client.get(URL, {"before": junk, "batch": junk})
-        assert response.status_code == 200
-        assert len(ledger_ids(response.content.decode())) == 3
+        assert response.status_code == 400
+        html = response.content.decode()
+        assert len(ledger_ids(html)) == 3
+        assert "cannot show what the address asks for" in html and "Showing the newest" in html
 
 
 @pytest.mark.parametrize("count", [5, 300])

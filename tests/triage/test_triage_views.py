@@ -109,8 +109,60 @@ def test_status_filter_hides_resolved_groups_by_default(traffic: Any, client_as:
 
 def test_a_bad_custom_window_is_a_form_error(traffic: Any, client_as: Any) -> None:
     response = client_as("viewer").get("/?window=custom")
-    assert response.status_code == 200
+    assert response.status_code == 400
     assert "A custom window needs a start." in response.content.decode()
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        # Each answered 500 (OverflowError) or took seconds and hundreds of MB before.
+        "status=all&window=custom&since=0001-01-01T00:00&until=9999-12-31T23:00",
+        "window=custom&since=0001-01-01T00:00&until=0001-01-01T01:00",
+        "window=custom&since=9999-12-31T22:00",
+        "window=custom&since=2000-01-01T00:00",  # longer than TRIAGE_MAX_WINDOW_DAYS
+        "window=forever",
+        "status=all&lane=nowhere&collection=" + "x" * 300,
+        "q=a%00b",
+    ],
+)
+def test_a_window_or_filter_the_page_cannot_use_is_a_400_showing_why(
+    traffic: Any, client_as: Any, query: str
+) -> None:
+    response = client_as("viewer").get(f"/?{query}")
+    assert response.status_code == 400
+    html = response.content.decode()
+    assert "cannot show what the address asks for" in html
+    assert "failures in the last 24h" in html  # the page, with the refused filters left out
+    assert "xxxx" not in html.split('id="results"')[1]  # links never carry a refused value
+    partial = client_as("viewer").get(f"/?{query}", headers={"HX-Request": "true"})
+    assert partial.status_code == 400
+    assert "cannot show what the address asks for" in partial.content.decode()
+
+
+def test_a_refused_filter_leaves_the_others_applied(traffic: Any, client_as: Any) -> None:
+    response = client_as("viewer").get("/?collection=logistics&window=custom&since=zzz")
+    assert response.status_code == 400
+    overview = response.context["overview"]
+    assert {
+        row.group.collection for s in overview.sections for r in s.rows for row in r.groups
+    } == {"logistics"}
+
+
+def test_a_group_page_cursor_that_is_not_one_is_a_400_over_the_newest_records(
+    traffic: Any, client_as: Any
+) -> None:
+    group = FailureGroup.objects.get(collection="orders", reason="http_5xx")
+    client = client_as("viewer")
+    stamp = "2026-01-01T00:00:00"
+    junks = ("zzz", "0001-01-01T00:00:00+14:00_1", f"{stamp}_1", f"{stamp}+00:00_x",
+             f"{stamp}+00:00_" + "9" * 40)  # fmt: skip
+    for junk in junks:
+        response = client.get(f"/triage/groups/{group.pk}/", {"before": junk})
+        assert response.status_code == 400, junk
+        html = response.content.decode()
+        assert "Not a page of this group" in html and "Showing the newest records." in html
+        assert "downstream returned 503" in html  # the newest record is listed
 
 
 def test_empty_states_say_what_to_send(client_as: Any) -> None:

@@ -42,6 +42,7 @@ from qualitylab.models import (
     RunStatus,
     Suite,
 )
+from triage.collection_names import CollectionNameError, check_collection_name
 
 # Exit codes: 1 = the cases (or the input) are the problem; 2 = the machinery is (the queue
 # is down, the temporary worker died, nothing finished in time).
@@ -195,11 +196,9 @@ class Command(BaseCommand):
         name: str = options["name"]
         spec_path: Path = options["spec"]
         try:
-            validate_slug(name)
-        except ValidationError:
-            raise CommandError(
-                f"{name!r} is not a collection name (letters, digits, '-' and '_')."
-            ) from None
+            check_collection_name(name)
+        except CollectionNameError as exc:
+            raise CommandError(f"{name!r} is not a collection name: {exc}") from None
         base_url: str = options["base_url"]
         if base_url:
             try:
@@ -402,7 +401,8 @@ def _read_json(path: Path) -> Any:
 
 
 def _collection(name: str) -> Collection:
-    collection = Collection.objects.filter(name=name).first()
+    # No database stores NUL in text (PostgreSQL refuses the query): no such collection.
+    collection = None if "\x00" in name else Collection.objects.filter(name=name).first()
     if collection is None:
         raise CommandError(f"No collection named {name!r}; import it with import-collection.")
     return collection
