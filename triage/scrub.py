@@ -105,6 +105,7 @@ in a 5,000-char window, since only 2,000 chars are kept.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import hashlib
 import hmac
@@ -403,6 +404,10 @@ def _luhn_valid(digits: str) -> bool:
     return total % 10 == 0
 
 
+# 2 * d with its digits added (9 for 9), the Luhn term of a doubled digit d.
+_LUHN_DOUBLED: Final = (0, 2, 4, 6, 8, 1, 3, 5, 7, 9)
+
+
 def _is_card_number(digits: str) -> bool:
     # Payment networks issue cards starting with 2-6; order numbers and epoch milliseconds
     # (starting with 1) stay, and so does anything failing the Luhn check.
@@ -415,29 +420,56 @@ def _scrub_digit_run(text: str) -> str:
     """A run of digit groups: redact the card numbers inside it, then the other numbers.
 
     The run may hold more than the card (``4111 1111 1111 1111 12/26``, ``order 12 4111 ...``),
-    so every window of whole groups holding 13-19 digits is tried, longest first.
+    so every window of whole groups holding 13-19 digits is tried, longest first. Prefix
+    sums of the Luhn terms make each window's check constant time, and only windows of
+    13-19 digits that start with 2-6 are looked at: at most 7 per group, so the cost stays
+    linear in the run ("1 1 1 ..." and "4 4 4 ..." included).
     """
     groups = [(match.start(), match.end()) for match in _DIGIT_GROUP_RE.finditer(text)]
+    digits = "".join(text[start:end] for start, end in groups)
+    if not digits.isascii():
+        digits = "".join(str(int(char)) for char in digits)  # fullwidth and other digits
+    # starts[g]: how many digits precede group g (plus the total at the end).
+    starts = [0]
+    for start, end in groups:
+        starts.append(starts[-1] + end - start)
+    # Luhn terms of digit k when the window's last digit has the same parity as k (plain)
+    # or the other one (doubled), summed by the parity of k: a window [a, b) sums to
+    # even_last[b] - even_last[a] when b - 1 is even, odd_last[b] - odd_last[a] otherwise.
+    even_last = [0]
+    odd_last = [0]
+    for index, char in enumerate(digits):
+        plain = ord(char) - 48
+        doubled = _LUHN_DOUBLED[plain]
+        if index % 2:
+            even_last.append(even_last[-1] + doubled)
+            odd_last.append(odd_last[-1] + plain)
+        else:
+            even_last.append(even_last[-1] + plain)
+            odd_last.append(odd_last[-1] + doubled)
     pieces: list[str] = []
     done = 0
     first = 0
     while first < len(groups):
-        digits = ""
-        windows: list[tuple[int, str]] = []
-        for last in range(first, len(groups)):
-            digits += text[groups[last][0] : groups[last][1]]
-            if len(digits) > 19:
-                break
-            windows.append((last, digits))
-        for last, window in reversed(windows):
-            if _is_card_number(window):
-                pieces.append(_NOT_CARD_RE.sub(_number_replacement, text[done : groups[first][0]]))
-                pieces.append(_marker("card"))
-                done = groups[last][1]
-                first = last + 1
-                break
-        else:
+        begin = starts[first]
+        found = -1
+        if digits[begin] in "23456":
+            # Windows ending after group `last` hold starts[last + 1] - begin digits.
+            longest = bisect.bisect_right(starts, begin + 19) - 1
+            shortest = bisect.bisect_left(starts, begin + 13)
+            for end_group in range(longest, max(shortest, first + 1) - 1, -1):
+                end = starts[end_group]
+                sums = even_last if (end - 1) % 2 == 0 else odd_last
+                if (sums[end] - sums[begin]) % 10 == 0:
+                    found = end_group - 1
+                    break
+        if found < 0:
             first += 1
+            continue
+        pieces.append(_NOT_CARD_RE.sub(_number_replacement, text[done : groups[first][0]]))
+        pieces.append(_marker("card"))
+        done = groups[found][1]
+        first = found + 1
     pieces.append(_NOT_CARD_RE.sub(_number_replacement, text[done:]))
     return "".join(pieces)
 
@@ -752,14 +784,16 @@ _EXTRA_RAW_KEYS = frozenset(
 )
 # Our own markers used as keys ("[REDACTED_KEY:1]", "[REDACTED:email]") are plain keys.
 _REDACTED_KEY_RE = re.compile(r"^\[REDACTED[^\]]*\]$")
-_CAMEL_BOUNDARY_1 = re.compile(r"([A-Z]+)([A-Z][a-z])")
+# Between an upper-case run and its last letter when a lower-case one follows ("HTTPServer"):
+# a zero-width match, so a long upper-case key is not re-scanned from every position.
+_CAMEL_BOUNDARY_1 = re.compile(r"(?<=[A-Z])(?=[A-Z][a-z])")
 _CAMEL_BOUNDARY_2 = re.compile(r"([a-z0-9])([A-Z])")
 _NON_ALNUM = re.compile(r"[^0-9A-Za-z]+")
 
 
 @functools.lru_cache(maxsize=4096)
 def _snake_case(key: str) -> str:
-    snake = _CAMEL_BOUNDARY_2.sub(r"\1_\2", _CAMEL_BOUNDARY_1.sub(r"\1_\2", key))
+    snake = _CAMEL_BOUNDARY_2.sub(r"\1_\2", _CAMEL_BOUNDARY_1.sub("_", key))
     return _NON_ALNUM.sub("_", snake).strip("_").lower()
 
 
