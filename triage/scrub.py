@@ -137,6 +137,7 @@ MAX_LIST_ITEMS: Final = 200
 MAX_DEPTH: Final = 32
 MAX_NODES: Final = 20_000
 MAX_SUMMARY_KEYS: Final = 20
+MAX_PATH_CHARS: Final = 200  # a ScrubError's path, cut in the middle beyond this
 
 
 class ScrubError(Exception):
@@ -1290,6 +1291,14 @@ class _Walker:
         return names
 
 
+def _shortened_path(path: str) -> str:
+    """A path fits the ledger's field column: its start and its end, when it is longer."""
+    if len(path) <= MAX_PATH_CHARS:
+        return path
+    keep = (MAX_PATH_CHARS - 5) // 2
+    return f"{path[:keep]}[...]{path[-keep:]}"
+
+
 def scrub_payload(value: Any, *, path: str = "body", hash_key: bytes) -> Any:
     """Return a scrubbed, JSON-safe copy of ``value``; never mutates it.
 
@@ -1301,7 +1310,8 @@ def scrub_payload(value: Any, *, path: str = "body", hash_key: bytes) -> Any:
     try:
         return walker.walk(value, 0)
     except _Failure as failure:
-        raise ScrubError(failure.message, path=path + "".join(reversed(failure.segments))) from None
+        full_path = path + "".join(reversed(failure.segments))
+        raise ScrubError(failure.message, path=_shortened_path(full_path)) from None
     except RecursionError:
         raise ScrubError(_TOO_DEEP, path=path) from None
 
