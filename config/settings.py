@@ -244,6 +244,10 @@ TRIAGE_INGEST_MAX_ITEMS = env_int("TRIAGE_INGEST_MAX_ITEMS", 1000, minimum=1)
 TRIAGE_JSON_MAX_DEPTH = env_int("TRIAGE_JSON_MAX_DEPTH", 64, minimum=1)
 # Items per API key per minute; a key may override it.
 TRIAGE_INGEST_QUOTA_PER_MINUTE = env_int("TRIAGE_INGEST_QUOTA_PER_MINUTE", 600_000, minimum=1)
+# Decompressed body bytes per API key per minute: scrubbing costs CPU in proportion to size.
+TRIAGE_INGEST_QUOTA_BYTES_PER_MINUTE = env_int(
+    "TRIAGE_INGEST_QUOTA_BYTES_PER_MINUTE", 256 * 1024 * 1024, minimum=1
+)
 # A running run whose worker has not reported for this long is taken over by a redelivery.
 QUALITYLAB_STALE_RUN_SECONDS = env_int("QUALITYLAB_STALE_RUN_SECONDS", 60, minimum=1)
 QUALITYLAB_EXECUTE_TIMEOUT_SECONDS = env_float("QUALITYLAB_EXECUTE_TIMEOUT_SECONDS", 30.0)

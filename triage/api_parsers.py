@@ -74,6 +74,8 @@ class IngestJSONParser(BaseParser):
             raise InvalidBatch(
                 "Content-Encoding must be gzip, deflate or identity.", code="unsupported_encoding"
             )
+        if request is not None:
+            request.ingest_decoded_bytes = len(raw)
         try:
             return loads_bounded(raw, max_depth=settings.TRIAGE_JSON_MAX_DEPTH)
         except JSONTooDeep as exc:

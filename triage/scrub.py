@@ -106,6 +106,7 @@ in a 5,000-char window, since only 2,000 chars are kept.
 from __future__ import annotations
 
 import bisect
+import contextvars
 import functools
 import hashlib
 import hmac
@@ -138,6 +139,12 @@ MAX_DEPTH: Final = 32
 MAX_NODES: Final = 20_000
 MAX_SUMMARY_KEYS: Final = 20
 MAX_PATH_CHARS: Final = 200  # a ScrubError's path, cut in the middle beyond this
+# The work budget of one scrub_payload call, in characters scanned (each pass of the
+# patterns over a string, decoded copies included, plus SCAN_CALL_COST per pass): this many
+# per character of the strings it was given, plus a flat allowance. See _WorkMeter.
+WORK_PER_INPUT_CHAR: Final = 6
+WORK_ALLOWANCE: Final = 50_000
+SCAN_CALL_COST: Final = 32
 
 
 class ScrubError(Exception):
@@ -191,7 +198,10 @@ _TOKEN_RE = re.compile(
     r"[A-Za-z0-9._~+/=-]{12,})"
     r"|(?P<jwt>(?<![A-Za-z0-9_])eyJ[A-Za-z0-9_-]{5,}(?:\.[A-Za-z0-9_-]*){0,4})"
     r"|(?P<anthropic_key>(?<![A-Za-z0-9])sk-ant-[A-Za-z0-9_-]{16,})"
-    r"|(?P<openai_key>(?<![A-Za-z0-9])sk-(?=[A-Za-z0-9_-]{0,300}?\d)[A-Za-z0-9_-]{16,})"
+    # The digit is looked for up to the next "-sk-" only: "sk-sk-sk-..." would otherwise read
+    # 300 chars ahead from every "sk-" (a hundred steps a char); the next one looks itself.
+    r"|(?P<openai_key>(?<![A-Za-z0-9])sk-(?=(?:[A-Za-z0-9_]|-(?!sk-)){0,300}?\d)"
+    r"[A-Za-z0-9_-]{16,})"
     r"|(?P<stripe_key>(?<![A-Za-z0-9])(?:(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{10,}"
     r"|whsec_[A-Za-z0-9]{24,}))"
     r"|(?P<github_token>(?<![A-Za-z0-9])(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_\w{20,}))"
@@ -596,7 +606,38 @@ def _scrub_text_pairs(text: str) -> str:
     return "".join(pieces)
 
 
+class _WorkMeter:
+    """What one scrub_payload call has spent and may spend, in characters scanned.
+
+    Every pass of the patterns over a string (:func:`_scrub_once`, at any decoding depth,
+    and the re-scans of the fixed-point loop and of truncation) is charged its length plus
+    SCAN_CALL_COST; every string handed to the walker adds WORK_PER_INPUT_CHAR per char to
+    the budget. So the work on a payload is at most linear in its size, whatever its shape,
+    and an item that would need more is refused (scrub_failed) instead of being scrubbed.
+    The count is deterministic: the same item is refused on every machine, under any load.
+    """
+
+    __slots__ = ("allowed", "spent")
+
+    def __init__(self) -> None:
+        self.spent = 0
+        self.allowed = WORK_ALLOWANCE
+
+    def charge(self, chars: int) -> None:
+        self.spent += chars + SCAN_CALL_COST
+        if self.spent > self.allowed:
+            raise _Failure(_OVER_BUDGET)
+
+
+_METER: contextvars.ContextVar[_WorkMeter | None] = contextvars.ContextVar(
+    "scrub_work_meter", default=None
+)
+
+
 def _scrub_once(text: str, depth: int = 0) -> str:
+    meter = _METER.get()
+    if meter is not None:
+        meter.charge(len(text))
     if _SAFE_SHAPE_RE.fullmatch(text):
         return text
     out = text
@@ -875,6 +916,9 @@ def _scrub_string(text: str) -> str:
             return text
         if _SAFE_SHAPE_RE.fullmatch(text):
             return text  # timestamps, UUIDs, digests: unique, so not worth remembering
+    meter = _METER.get()
+    if meter is not None:
+        meter.allowed += WORK_PER_INPUT_CHAR * len(text)
     if len(text) > _SCAN_WINDOW:
         # Only the first MAX_STRING_CHARS survive, so scrub a generous window (and widen it
         # while redactions shrink it below what is kept), never megabytes.
@@ -940,6 +984,10 @@ _SUMMARY_TYPES = frozenset({"object", "array", "string", "number"})
 _NOT_JSON = "value is not plain JSON (bytes, set, object, NaN or infinity)"
 _TOO_DEEP = f"nested deeper than {MAX_DEPTH} levels"
 _TOO_MANY = f"more than {MAX_NODES} values"
+_OVER_BUDGET = (
+    f"scrubbing it would scan more than {WORK_PER_INPUT_CHAR} times its size "
+    "(text shaped to make the patterns work hard)"
+)
 _BIG_INT = 10**12
 
 
@@ -955,7 +1003,12 @@ def _json_size(value: Any) -> int:
 def _path_segment_for_key(key: object) -> str:
     if not isinstance(key, str):
         return "[<non-string key>]"
-    if _scrub_string(key) != key:
+    unmetered = _METER.set(None)  # naming the path of a failure, the budget may be spent
+    try:
+        secret = _scrub_string(key) != key
+    finally:
+        _METER.reset(unmetered)
+    if secret:
         return ".[REDACTED_KEY]"
     return "." + (key if len(key) <= 64 else key[:64] + "...")
 
@@ -1307,6 +1360,7 @@ def scrub_payload(value: Any, *, path: str = "body", hash_key: bytes) -> Any:
     infinite floats, non-string object keys. The root is never treated as a raw body.
     """
     walker = _Walker(hash_key)
+    metering = _METER.set(_WorkMeter())
     try:
         return walker.walk(value, 0)
     except _Failure as failure:
@@ -1314,6 +1368,8 @@ def scrub_payload(value: Any, *, path: str = "body", hash_key: bytes) -> Any:
         raise ScrubError(failure.message, path=_shortened_path(full_path)) from None
     except RecursionError:
         raise ScrubError(_TOO_DEEP, path=path) from None
+    finally:
+        _METER.reset(metering)
 
 
 # --- logging ------------------------------------------------------------------------------
