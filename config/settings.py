@@ -241,8 +241,15 @@ CELERY_ACCEPT_CONTENT = ["json"]
 # --- Triage Desk ---------------------------------------------------------------------------
 TRIAGE_INGEST_MAX_BODY_BYTES = env_int("TRIAGE_INGEST_MAX_BODY_BYTES", 5 * 1024 * 1024, minimum=1)
 TRIAGE_INGEST_MAX_ITEMS = env_int("TRIAGE_INGEST_MAX_ITEMS", 1000, minimum=1)
+# Arrays and objects nested deeper than this are refused wherever JSON (or a YAML spec) is
+# read: the ingest API and command, case and spec imports, the case form.
+TRIAGE_JSON_MAX_DEPTH = env_int("TRIAGE_JSON_MAX_DEPTH", 64, minimum=1)
 # Items per API key per minute; a key may override it.
 TRIAGE_INGEST_QUOTA_PER_MINUTE = env_int("TRIAGE_INGEST_QUOTA_PER_MINUTE", 600_000, minimum=1)
+# Decompressed body bytes per API key per minute: scrubbing costs CPU in proportion to size.
+TRIAGE_INGEST_QUOTA_BYTES_PER_MINUTE = env_int(
+    "TRIAGE_INGEST_QUOTA_BYTES_PER_MINUTE", 256 * 1024 * 1024, minimum=1
+)
 # A running run whose worker has not reported for this long is taken over by a redelivery.
 QUALITYLAB_STALE_RUN_SECONDS = env_int("QUALITYLAB_STALE_RUN_SECONDS", 60, minimum=1)
 # A ceiling for each execute-case call (redirects and body included): a case's timeout_sec

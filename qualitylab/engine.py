@@ -154,6 +154,7 @@ from graph_tool_call.plan import (
 from qualitylab import assertions as case_assertions
 from qualitylab.assertions import AssertionSet, CaseSpecError
 from triage import outbound, taxonomy
+from triage.json_limits import DEFAULT_MAX_DEPTH, JSONTooDeep, loads_bounded
 from triage.runner_events import failure_from_runner_event
 
 __all__ = [
@@ -189,6 +190,9 @@ _MODES = case_assertions.MODES
 _MUTATION_SAFETY = ("read_only", "mutating")
 _MUTATING_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _MAX_YAML_ALIASES = 200
+# What aliases may add to a YAML spec once expanded (nodes plus scalar characters): shared
+# parameter blocks and merge keys stay far below it, an alias bomb far above.
+_MAX_YAML_ALIAS_EXPANSION = 1_000_000
 _DEFAULT_TOP_K = 8
 _MAX_TIMEOUT_SEC = 300.0
 _VOLATILE_ARTIFACT_KEYS: tuple[tuple[str, ...], ...] = (
@@ -232,9 +236,16 @@ class SpecError(ValueError):
 
 
 class _AliasCountingLoader(yaml.SafeLoader):
-    """SafeLoader that refuses alias bombs ("billion laughs") before they expand."""
+    """SafeLoader that refuses alias bombs ("billion laughs") before they expand.
+
+    PyYAML builds an alias as a second reference to the same node, so a document of a few
+    hundred bytes can stand for billions of nodes, which only materialize when the spec is
+    copied or serialized. The composed node graph is measured first (see
+    :func:`_check_yaml_expansion`); nothing is constructed from a document that fails.
+    """
 
     alias_count = 0
+    max_depth = DEFAULT_MAX_DEPTH
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
@@ -243,9 +254,81 @@ class _AliasCountingLoader(yaml.SafeLoader):
                 raise SpecError(f"the YAML uses more than {_MAX_YAML_ALIASES} aliases")
         return super().compose_node(parent, index)
 
+    # The scanner keeps per-level state that it rescans for every token, so nesting is
+    # bounded while scanning, before the cost of a deep document can grow with its square.
+    def fetch_flow_collection_start(self, TokenClass: Any) -> None:
+        if self.flow_level >= self.max_depth:
+            raise SpecError(f"the YAML is nested deeper than {self.max_depth} levels")
+        super().fetch_flow_collection_start(TokenClass)
 
-def parse_spec(text: str | bytes) -> dict[str, Any]:
-    """Parse JSON or YAML into an OpenAPI 3.x / Swagger 2 spec dict, or raise SpecError."""
+    def add_indent(self, column: int) -> bool:
+        if self.indent < column and len(self.indents) >= self.max_depth:
+            raise SpecError(f"the YAML is nested deeper than {self.max_depth} levels")
+        return bool(super().add_indent(column))
+
+    def get_single_data(self) -> Any:
+        node = self.get_single_node()
+        if node is None:
+            return None
+        _check_yaml_expansion(node, max_depth=self.max_depth)
+        return self.construct_document(node)
+
+
+def _yaml_children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
+def _check_yaml_expansion(root: yaml.Node, *, max_depth: int) -> None:
+    """Refuse a composed YAML document whose aliases expand it by more than
+    :data:`_MAX_YAML_ALIAS_EXPANSION` (nodes plus scalar characters), that refers to itself,
+    or that nests deeper than ``max_depth``. Iterative, and each node is measured once, so
+    the cost follows the text's size, never the expanded size."""
+    measured: dict[int, tuple[int, int]] = {}  # id(node) -> (expanded weight, depth)
+    in_progress: set[int] = set()
+    distinct_weight = 0
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        key = id(node)
+        if children_done:
+            in_progress.discard(key)
+            children = _yaml_children(node)
+            if isinstance(node, yaml.ScalarNode):
+                own = 1 + len(node.value)
+                weight, depth = own, 0
+            else:
+                own = 1
+                weight = own + sum(measured[id(child)][0] for child in children)
+                depth = 1 + max((measured[id(child)][1] for child in children), default=0)
+            distinct_weight += own
+            if depth > max_depth:
+                raise SpecError(f"the YAML is nested deeper than {max_depth} levels")
+            if weight > distinct_weight + _MAX_YAML_ALIAS_EXPANSION:
+                raise SpecError(
+                    "the YAML's aliases expand it by more than "
+                    f"{_MAX_YAML_ALIAS_EXPANSION:,} nodes and characters"
+                )
+            measured[key] = (weight, depth)
+            continue
+        if key in measured:
+            continue
+        if key in in_progress:
+            raise SpecError("the YAML has an alias inside the node it refers to")
+        in_progress.add(key)
+        stack.append((node, True))
+        stack.extend((child, False) for child in _yaml_children(node) if id(child) not in measured)
+
+
+def parse_spec(text: str | bytes, *, max_depth: int = DEFAULT_MAX_DEPTH) -> dict[str, Any]:
+    """Parse JSON or YAML into an OpenAPI 3.x / Swagger 2 spec dict, or raise SpecError.
+
+    Arrays and objects nested deeper than ``max_depth`` levels are refused before they are
+    built, and so are YAML aliases that would expand the document (see
+    :func:`_check_yaml_expansion`)."""
     if isinstance(text, bytes):
         if len(text) > MAX_SPEC_BYTES:
             raise SpecError(f"the spec is larger than {MAX_SPEC_BYTES // 1_000_000} MB")
@@ -261,24 +344,25 @@ def parse_spec(text: str | bytes) -> dict[str, Any]:
     document: Any
     if stripped[0] in "{[":
         try:
-            document = json.loads(stripped)
+            document = loads_bounded(stripped, max_depth=max_depth)
+        except JSONTooDeep as exc:
+            raise SpecError(f"the JSON is {exc}") from None
         except json.JSONDecodeError as exc:
             raise SpecError(
                 f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}",
                 line=exc.lineno,
                 column=exc.colno,
             ) from None
-        except RecursionError:
-            raise SpecError("the JSON is nested too deeply") from None
     else:
-        document = _load_yaml(text)
+        document = _load_yaml(text, max_depth=max_depth)
     spec = _json_safe(document)
     _validate_openapi(spec)
     return cast(dict[str, Any], spec)
 
 
-def _load_yaml(text: str) -> Any:
+def _load_yaml(text: str, *, max_depth: int) -> Any:
     loader = _AliasCountingLoader(text)
+    loader.max_depth = max_depth
     try:
         return loader.get_single_data()
     except yaml.MarkedYAMLError as exc:
@@ -293,8 +377,8 @@ def _load_yaml(text: str) -> Any:
         ) from None
     except yaml.YAMLError as exc:
         raise SpecError(f"invalid YAML: {type(exc).__name__}") from None
-    except RecursionError:
-        raise SpecError("the YAML is nested too deeply") from None
+    except RecursionError:  # the composer recursed past the stack before any check
+        raise SpecError(f"the YAML is nested deeper than {max_depth} levels") from None
     finally:
         loader.dispose()
 

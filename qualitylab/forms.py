@@ -8,12 +8,14 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from django import forms
+from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 
 from qualitylab import engine
 from qualitylab.models import CaseMode, Collection, QualityCase, Suite
 from triage.collection_names import COLLECTION_NAME_MAX_LENGTH
 from triage.fields import validate_collection_name
+from triage.json_limits import JSONTooDeep, loads_bounded
 
 MAX_SPEC_BYTES = engine.MAX_SPEC_BYTES
 MAX_CASES_FILE_BYTES = 5_000_000
@@ -207,7 +209,9 @@ class CasesImportForm(forms.Form):
         upload = self.cleaned_data["cases_file"]
         text = read_text_upload(upload, limit=MAX_CASES_FILE_BYTES, what="file")
         try:
-            documents = json.loads(text)
+            documents = loads_bounded(text, max_depth=settings.TRIAGE_JSON_MAX_DEPTH)
+        except JSONTooDeep as exc:
+            raise forms.ValidationError(f"The file is {exc}.") from None
         except json.JSONDecodeError as exc:
             raise forms.ValidationError(
                 f"Not JSON: line {exc.lineno}, column {exc.colno}: {exc.msg}."
@@ -335,7 +339,9 @@ class CaseForm(forms.Form):
         if not raw:
             return None
         try:
-            return json.loads(raw)
+            return loads_bounded(raw, max_depth=settings.TRIAGE_JSON_MAX_DEPTH)
+        except JSONTooDeep as exc:
+            raise forms.ValidationError(f"This value is {exc}.") from None
         except json.JSONDecodeError as exc:
             raise forms.ValidationError(
                 f"Not JSON: line {exc.lineno}, column {exc.colno}: {exc.msg}."

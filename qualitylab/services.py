@@ -83,7 +83,7 @@ def collection_create(
         check_collection_name(name)
     except CollectionNameError as exc:
         raise CollectionError(str(exc)) from None
-    engine.parse_spec(spec_text)
+    engine.parse_spec(spec_text, max_depth=settings.TRIAGE_JSON_MAX_DEPTH)
     if Collection.objects.filter(name=name).exists():
         raise CollectionError(f"A collection named {name!r} already exists.")
     _check_call_settings(collection=name, base_url=base_url, auth_profile=auth_profile)
@@ -110,7 +110,7 @@ def collection_rebuild(
         if latest is None:
             raise CollectionError("This collection has no spec to rebuild.")
         spec_text = latest.spec_source
-    engine.parse_spec(spec_text)
+    engine.parse_spec(spec_text, max_depth=settings.TRIAGE_JSON_MAX_DEPTH)
     with transaction.atomic():
         return _new_version(collection=collection, spec_text=spec_text, user=user)
 
@@ -303,7 +303,8 @@ def version_build(*, version_id: int) -> CollectionVersion | None:
         )
 
     try:
-        built = engine.build_artifact(engine.parse_spec(version.spec_source), progress=progress)
+        spec = engine.parse_spec(version.spec_source, max_depth=settings.TRIAGE_JSON_MAX_DEPTH)
+        built = engine.build_artifact(spec, progress=progress)
     except engine.SpecError as exc:
         _version_failed(version_id, f"The spec could not be read: {exc}")
         return version

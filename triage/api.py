@@ -77,7 +77,11 @@ class IngestApi(APIView):
             )
         api_key = request.auth
         assert isinstance(api_key, ApiKey)  # HasIngestScope let only API keys through
-        retry_after = quota_consume(api_key=api_key, items=len(items))
+        retry_after = quota_consume(
+            api_key=api_key,
+            items=len(items),
+            body_bytes=getattr(request, "ingest_decoded_bytes", 0),
+        )
         if retry_after is not None:
             raise QuotaExceeded(wait=retry_after)
         outcome = batch_ingest(

@@ -11,6 +11,7 @@ from django.conf import settings
 from rest_framework.parsers import BaseParser
 
 from triage.api_errors import InvalidBatch, PayloadTooLarge
+from triage.json_limits import JSONTooDeep, loads_bounded
 
 _CHUNK = 64 * 1024
 
@@ -73,7 +74,13 @@ class IngestJSONParser(BaseParser):
             raise InvalidBatch(
                 "Content-Encoding must be gzip, deflate or identity.", code="unsupported_encoding"
             )
+        if request is not None:
+            request.ingest_decoded_bytes = len(raw)
         try:
-            return json.loads(raw)
+            return loads_bounded(raw, max_depth=settings.TRIAGE_JSON_MAX_DEPTH)
+        except JSONTooDeep as exc:
+            raise InvalidBatch(
+                f"The body is {exc} (TRIAGE_JSON_MAX_DEPTH).", code="json_too_deep"
+            ) from None
         except (UnicodeDecodeError, json.JSONDecodeError):
             raise InvalidBatch("The body is not valid JSON.", code="invalid_json") from None

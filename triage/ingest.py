@@ -62,6 +62,8 @@ ACCEPTED = "accepted"
 DUPLICATE = "duplicate"
 CONFLICT = "conflict"
 REJECTED = "rejected"
+MAX_CLIENT_ID_CHARS = 200  # the ledger's client_id columns
+_ECHOED_ID_CHARS = 64  # how much of an over-long id the answer and the ledger repeat
 
 _PARSERS: dict[str, Callable[..., ParsedFields]] = {
     "failure": parse_failure,
@@ -206,7 +208,18 @@ def _prepare(index: int, item: Any, *, now: datetime) -> _Prepared | _Rejected:
     )
     known = isinstance(item_type, str) and (item_type in _PARSERS or item_type in _EXTRA_TYPES)
     safe_type = item_type if known and isinstance(item_type, str) else ""
-    if not client_id or len(client_id) > 200:
+    if len(client_id) > MAX_CLIENT_ID_CHARS:
+        return _Rejected(
+            index,
+            safe_type,
+            client_id[:_ECHOED_ID_CHARS] + "...",
+            ItemError(
+                "id_too_long",
+                "id",
+                f"id is {len(client_id)} characters long; the limit is {MAX_CLIENT_ID_CHARS}.",
+            ),
+        )
+    if not client_id:
         return _Rejected(
             index, safe_type, "", ItemError("missing_field", "id", "id must be 1-200 characters.")
         )

@@ -75,11 +75,12 @@ class ApiKey(models.Model):
 
 
 class ApiKeyQuotaWindow(models.Model):
-    """Items ingested by one key in one minute; incremented atomically to enforce quotas."""
+    """Items and bytes ingested by one key in one minute, incremented atomically (the quota)."""
 
     api_key = models.ForeignKey(ApiKey, on_delete=models.CASCADE, related_name="quota_windows")
     window_start = models.DateTimeField()
     used = models.PositiveIntegerField(default=0)
+    used_bytes = models.PositiveBigIntegerField(default=0)  # decompressed body bytes
 
     class Meta:
         constraints = [

@@ -33,7 +33,8 @@ What happens to a body
   then cut to 2,000 chars (``...[truncated N chars]`` included). Dict keys that look
   secret become ``[REDACTED_KEY:n]``; lists keep 200 items plus ``"[truncated N items]"``.
 * Refused (ScrubError): nesting deeper than 32, more than 20,000 values, non-string keys,
-  NaN/infinity, anything that is not JSON (bytes, sets, objects).
+  NaN/infinity, anything that is not JSON (bytes, sets, objects), and text that would cost
+  more than its work budget (see Speed).
 
 What :func:`scrub_text` finds
 -----------------------------
@@ -98,13 +99,19 @@ timestamps in each): about 12 ms for items of 1.0 KB of JSON on average, about 2
 (URL-encoded words, string escapes) scrubs a decoded copy only of strings holding ``%XX``,
 a ``+`` between word characters or a backslash escape: on 500 items of 1.6 KB it added about
 6% (19 -> 20 ms, best of 8), on free text full of encoded and escaped values about 20-30%
-(2.6 -> 2.0 MB/s). Worst case (hostile text) stays linear at a few microseconds per char
-(the slowest, 50 KB of ``"1 "`` or ``"+1"``, takes a fifth of a second); strings are scanned
-in a 5,000-char window, since only 2,000 chars are kept.
+(2.6 -> 2.0 MB/s). Strings are scanned in a 5,000-char window, since only 2,000 chars are
+kept. Hostile text stays linear with a small constant: card windows in a digit run are
+checked in constant time (Luhn prefix sums), so ``"1 1 1 ..."`` costs about 0.5 us a char
+instead of 25; and every scrub_payload call has a deterministic work budget (characters
+scanned, at most WORK_PER_INPUT_CHAR per input char plus WORK_ALLOWANCE; see _WorkMeter)
+beyond which the item is refused with ``scrub_failed``. ``bench/scrub.py`` measures every
+hostile shape against ordinary text.
 """
 
 from __future__ import annotations
 
+import bisect
+import contextvars
 import functools
 import hashlib
 import hmac
@@ -136,6 +143,13 @@ MAX_LIST_ITEMS: Final = 200
 MAX_DEPTH: Final = 32
 MAX_NODES: Final = 20_000
 MAX_SUMMARY_KEYS: Final = 20
+MAX_PATH_CHARS: Final = 200  # a ScrubError's path, cut in the middle beyond this
+# The work budget of one scrub_payload call, in characters scanned (each pass of the
+# patterns over a string, decoded copies included, plus SCAN_CALL_COST per pass): this many
+# per character of the strings it was given, plus a flat allowance. See _WorkMeter.
+WORK_PER_INPUT_CHAR: Final = 6
+WORK_ALLOWANCE: Final = 50_000
+SCAN_CALL_COST: Final = 32
 
 
 class ScrubError(Exception):
@@ -189,7 +203,10 @@ _TOKEN_RE = re.compile(
     r"[A-Za-z0-9._~+/=-]{12,})"
     r"|(?P<jwt>(?<![A-Za-z0-9_])eyJ[A-Za-z0-9_-]{5,}(?:\.[A-Za-z0-9_-]*){0,4})"
     r"|(?P<anthropic_key>(?<![A-Za-z0-9])sk-ant-[A-Za-z0-9_-]{16,})"
-    r"|(?P<openai_key>(?<![A-Za-z0-9])sk-(?=[A-Za-z0-9_-]{0,300}?\d)[A-Za-z0-9_-]{16,})"
+    # The digit is looked for up to the next "-sk-" only: "sk-sk-sk-..." would otherwise read
+    # 300 chars ahead from every "sk-" (a hundred steps a char); the next one looks itself.
+    r"|(?P<openai_key>(?<![A-Za-z0-9])sk-(?=(?:[A-Za-z0-9_]|-(?!sk-)){0,300}?\d)"
+    r"[A-Za-z0-9_-]{16,})"
     r"|(?P<stripe_key>(?<![A-Za-z0-9])(?:(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{10,}"
     r"|whsec_[A-Za-z0-9]{24,}))"
     r"|(?P<github_token>(?<![A-Za-z0-9])(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_\w{20,}))"
@@ -403,6 +420,10 @@ def _luhn_valid(digits: str) -> bool:
     return total % 10 == 0
 
 
+# 2 * d with its digits added (9 for 9), the Luhn term of a doubled digit d.
+_LUHN_DOUBLED: Final = (0, 2, 4, 6, 8, 1, 3, 5, 7, 9)
+
+
 def _is_card_number(digits: str) -> bool:
     # Payment networks issue cards starting with 2-6; order numbers and epoch milliseconds
     # (starting with 1) stay, and so does anything failing the Luhn check.
@@ -415,29 +436,56 @@ def _scrub_digit_run(text: str) -> str:
     """A run of digit groups: redact the card numbers inside it, then the other numbers.
 
     The run may hold more than the card (``4111 1111 1111 1111 12/26``, ``order 12 4111 ...``),
-    so every window of whole groups holding 13-19 digits is tried, longest first.
+    so every window of whole groups holding 13-19 digits is tried, longest first. Prefix
+    sums of the Luhn terms make each window's check constant time, and only windows of
+    13-19 digits that start with 2-6 are looked at: at most 7 per group, so the cost stays
+    linear in the run ("1 1 1 ..." and "4 4 4 ..." included).
     """
     groups = [(match.start(), match.end()) for match in _DIGIT_GROUP_RE.finditer(text)]
+    digits = "".join(text[start:end] for start, end in groups)
+    if not digits.isascii():
+        digits = "".join(str(int(char)) for char in digits)  # fullwidth and other digits
+    # starts[g]: how many digits precede group g (plus the total at the end).
+    starts = [0]
+    for start, end in groups:
+        starts.append(starts[-1] + end - start)
+    # Luhn terms of digit k when the window's last digit has the same parity as k (plain)
+    # or the other one (doubled), summed by the parity of k: a window [a, b) sums to
+    # even_last[b] - even_last[a] when b - 1 is even, odd_last[b] - odd_last[a] otherwise.
+    even_last = [0]
+    odd_last = [0]
+    for index, char in enumerate(digits):
+        plain = ord(char) - 48
+        doubled = _LUHN_DOUBLED[plain]
+        if index % 2:
+            even_last.append(even_last[-1] + doubled)
+            odd_last.append(odd_last[-1] + plain)
+        else:
+            even_last.append(even_last[-1] + plain)
+            odd_last.append(odd_last[-1] + doubled)
     pieces: list[str] = []
     done = 0
     first = 0
     while first < len(groups):
-        digits = ""
-        windows: list[tuple[int, str]] = []
-        for last in range(first, len(groups)):
-            digits += text[groups[last][0] : groups[last][1]]
-            if len(digits) > 19:
-                break
-            windows.append((last, digits))
-        for last, window in reversed(windows):
-            if _is_card_number(window):
-                pieces.append(_NOT_CARD_RE.sub(_number_replacement, text[done : groups[first][0]]))
-                pieces.append(_marker("card"))
-                done = groups[last][1]
-                first = last + 1
-                break
-        else:
+        begin = starts[first]
+        found = -1
+        if digits[begin] in "23456":
+            # Windows ending after group `last` hold starts[last + 1] - begin digits.
+            longest = bisect.bisect_right(starts, begin + 19) - 1
+            shortest = bisect.bisect_left(starts, begin + 13)
+            for end_group in range(longest, max(shortest, first + 1) - 1, -1):
+                end = starts[end_group]
+                sums = even_last if (end - 1) % 2 == 0 else odd_last
+                if (sums[end] - sums[begin]) % 10 == 0:
+                    found = end_group - 1
+                    break
+        if found < 0:
             first += 1
+            continue
+        pieces.append(_NOT_CARD_RE.sub(_number_replacement, text[done : groups[first][0]]))
+        pieces.append(_marker("card"))
+        done = groups[found][1]
+        first = found + 1
     pieces.append(_NOT_CARD_RE.sub(_number_replacement, text[done:]))
     return "".join(pieces)
 
@@ -563,7 +611,38 @@ def _scrub_text_pairs(text: str) -> str:
     return "".join(pieces)
 
 
+class _WorkMeter:
+    """What one scrub_payload call has spent and may spend, in characters scanned.
+
+    Every pass of the patterns over a string (:func:`_scrub_once`, at any decoding depth,
+    and the re-scans of the fixed-point loop and of truncation) is charged its length plus
+    SCAN_CALL_COST; every string handed to the walker adds WORK_PER_INPUT_CHAR per char to
+    the budget. So the work on a payload is at most linear in its size, whatever its shape,
+    and an item that would need more is refused (scrub_failed) instead of being scrubbed.
+    The count is deterministic: the same item is refused on every machine, under any load.
+    """
+
+    __slots__ = ("allowed", "spent")
+
+    def __init__(self) -> None:
+        self.spent = 0
+        self.allowed = WORK_ALLOWANCE
+
+    def charge(self, chars: int) -> None:
+        self.spent += chars + SCAN_CALL_COST
+        if self.spent > self.allowed:
+            raise _Failure(_OVER_BUDGET)
+
+
+_METER: contextvars.ContextVar[_WorkMeter | None] = contextvars.ContextVar(
+    "scrub_work_meter", default=None
+)
+
+
 def _scrub_once(text: str, depth: int = 0) -> str:
+    meter = _METER.get()
+    if meter is not None:
+        meter.charge(len(text))
     if _SAFE_SHAPE_RE.fullmatch(text):
         return text
     out = text
@@ -752,14 +831,16 @@ _EXTRA_RAW_KEYS = frozenset(
 )
 # Our own markers used as keys ("[REDACTED_KEY:1]", "[REDACTED:email]") are plain keys.
 _REDACTED_KEY_RE = re.compile(r"^\[REDACTED[^\]]*\]$")
-_CAMEL_BOUNDARY_1 = re.compile(r"([A-Z]+)([A-Z][a-z])")
+# Between an upper-case run and its last letter when a lower-case one follows ("HTTPServer"):
+# a zero-width match, so a long upper-case key is not re-scanned from every position.
+_CAMEL_BOUNDARY_1 = re.compile(r"(?<=[A-Z])(?=[A-Z][a-z])")
 _CAMEL_BOUNDARY_2 = re.compile(r"([a-z0-9])([A-Z])")
 _NON_ALNUM = re.compile(r"[^0-9A-Za-z]+")
 
 
 @functools.lru_cache(maxsize=4096)
 def _snake_case(key: str) -> str:
-    snake = _CAMEL_BOUNDARY_2.sub(r"\1_\2", _CAMEL_BOUNDARY_1.sub(r"\1_\2", key))
+    snake = _CAMEL_BOUNDARY_2.sub(r"\1_\2", _CAMEL_BOUNDARY_1.sub("_", key))
     return _NON_ALNUM.sub("_", snake).strip("_").lower()
 
 
@@ -840,6 +921,9 @@ def _scrub_string(text: str) -> str:
             return text
         if _SAFE_SHAPE_RE.fullmatch(text):
             return text  # timestamps, UUIDs, digests: unique, so not worth remembering
+    meter = _METER.get()
+    if meter is not None:
+        meter.allowed += WORK_PER_INPUT_CHAR * len(text)
     if len(text) > _SCAN_WINDOW:
         # Only the first MAX_STRING_CHARS survive, so scrub a generous window (and widen it
         # while redactions shrink it below what is kept), never megabytes.
@@ -905,6 +989,10 @@ _SUMMARY_TYPES = frozenset({"object", "array", "string", "number"})
 _NOT_JSON = "value is not plain JSON (bytes, set, object, NaN or infinity)"
 _TOO_DEEP = f"nested deeper than {MAX_DEPTH} levels"
 _TOO_MANY = f"more than {MAX_NODES} values"
+_OVER_BUDGET = (
+    f"scrubbing it would scan more than {WORK_PER_INPUT_CHAR} times its size "
+    "(text shaped to make the patterns work hard)"
+)
 _BIG_INT = 10**12
 
 
@@ -920,7 +1008,12 @@ def _json_size(value: Any) -> int:
 def _path_segment_for_key(key: object) -> str:
     if not isinstance(key, str):
         return "[<non-string key>]"
-    if _scrub_string(key) != key:
+    unmetered = _METER.set(None)  # naming the path of a failure, the budget may be spent
+    try:
+        secret = _scrub_string(key) != key
+    finally:
+        _METER.reset(unmetered)
+    if secret:
         return ".[REDACTED_KEY]"
     return "." + (key if len(key) <= 64 else key[:64] + "...")
 
@@ -1256,6 +1349,14 @@ class _Walker:
         return names
 
 
+def _shortened_path(path: str) -> str:
+    """A path fits the ledger's field column: its start and its end, when it is longer."""
+    if len(path) <= MAX_PATH_CHARS:
+        return path
+    keep = (MAX_PATH_CHARS - 5) // 2
+    return f"{path[:keep]}[...]{path[-keep:]}"
+
+
 def scrub_payload(value: Any, *, path: str = "body", hash_key: bytes) -> Any:
     """Return a scrubbed, JSON-safe copy of ``value``; never mutates it.
 
@@ -1264,12 +1365,16 @@ def scrub_payload(value: Any, *, path: str = "body", hash_key: bytes) -> Any:
     infinite floats, non-string object keys. The root is never treated as a raw body.
     """
     walker = _Walker(hash_key)
+    metering = _METER.set(_WorkMeter())
     try:
         return walker.walk(value, 0)
     except _Failure as failure:
-        raise ScrubError(failure.message, path=path + "".join(reversed(failure.segments))) from None
+        full_path = path + "".join(reversed(failure.segments))
+        raise ScrubError(failure.message, path=_shortened_path(full_path)) from None
     except RecursionError:
         raise ScrubError(_TOO_DEEP, path=path) from None
+    finally:
+        _METER.reset(metering)
 
 
 # --- logging ------------------------------------------------------------------------------

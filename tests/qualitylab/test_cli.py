@@ -427,3 +427,34 @@ def test_run_wait_end_to_end_on_the_embedded_filesystem_queue(tmp_path: Path) ->
 @pytest.mark.services("redis")
 def test_run_wait_end_to_end_on_redis(tmp_path: Path) -> None:
     _end_to_end(tmp_path, redis_url=settings.REDIS_URL)
+
+
+# --- hostile documents ---------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_import_collection_refuses_a_yaml_alias_bomb(tmp_path: Path) -> None:
+    spec = tmp_path / "bomb.yaml"
+    spec.write_text(
+        "openapi: 3.0.0\ninfo: {title: t, version: '1'}\n"
+        "paths: {/a: {get: {operationId: a, responses: {'200': {description: ok}}}}}\n"
+        'l0: &l0 ["x","x","x","x","x","x","x","x","x"]\n'
+        + "".join(f"l{i}: &l{i} [{','.join([f'*l{i - 1}'] * 9)}]\n" for i in range(1, 9)),
+        encoding="utf-8",
+    )
+    error, _ = failing("import-collection", "shop", str(spec))
+    assert "aliases expand it by more than 1,000,000" in str(error)
+    assert not Collection.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_cases_file_nested_past_the_limit_names_the_limit(
+    spec_file: Path, tmp_path: Path
+) -> None:
+    qualitylab("import-collection", "shop", str(spec_file))
+    path = tmp_path / "cases.json"
+    path.write_text('[{"id": "a", "mode": "search", "query": ' + "[" * 5_000 + "]" * 5_000 + "}]")
+    error, _ = failing("import-cases", "shop", str(path))
+    assert "nested deeper than 64 levels" in str(error)
+    assert "TRIAGE_JSON_MAX_DEPTH" in str(error)
+    assert not QualityCase.objects.exists()

@@ -106,6 +106,60 @@ def test_yaml_alias_bombs_are_refused() -> None:
         engine.parse_spec("\n".join(lines))
 
 
+_SPEC_HEAD = (
+    "openapi: 3.0.0\ninfo: {title: t, version: '1'}\n"
+    "paths: {/a: {get: {operationId: a, responses: {'200': {description: ok}}}}}\n"
+)
+
+
+def _alias_bomb(levels: int) -> str:
+    """Nine aliases to the level below on each level: 9 ** levels nodes once expanded."""
+    lines = ['l0: &l0 ["x","x","x","x","x","x","x","x","x"]']
+    lines += [f"l{i}: &l{i} [{','.join([f'*l{i - 1}'] * 9)}]" for i in range(1, levels)]
+    return _SPEC_HEAD + "\n".join(lines) + "\n"
+
+
+def test_a_small_alias_bomb_under_the_alias_count_is_refused_before_it_expands() -> None:
+    bomb = _alias_bomb(9)
+    assert len(bomb) < 600 and bomb.count("*") < 200
+    with pytest.raises(SpecError, match=r"aliases expand it by more than 1,000,000"):
+        engine.parse_spec(bomb)  # expanded, it would be 387 million nodes
+
+
+def test_a_yaml_alias_inside_the_node_it_names_is_refused() -> None:
+    with pytest.raises(SpecError, match="alias inside the node it refers to"):
+        engine.parse_spec(_SPEC_HEAD + "loop: &loop [1, *loop]\n")
+
+
+def test_reused_yaml_blocks_are_accepted() -> None:
+    spec = engine.parse_spec(
+        _SPEC_HEAD + "shared: &p {name: page, in: query}\nlists: [*p, *p, *p]\n"
+    )
+    assert spec["lists"] == [{"name": "page", "in": "query"}] * 3
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        _SPEC_HEAD + "deep: " + "[" * 500_000 + "]" * 500_000 + "\n",
+        _SPEC_HEAD + "deep: " + "{a: " * 65 + "1" + "}" * 65 + "\n",
+        _SPEC_HEAD + "deep:\n" + "".join(" " * i + f"k{i}:\n" for i in range(1, 3_000)) + "  x\n",
+        '{"openapi": "3.0.0", "x": ' + "[" * 100_000 + "]" * 100_000 + "}",
+    ],
+    ids=["yaml-flow", "yaml-flow-at-65", "yaml-block", "json"],
+)
+def test_specs_nested_past_the_limit_are_refused_naming_it(text: str) -> None:
+    with pytest.raises(SpecError, match="nested deeper than 64 levels"):
+        engine.parse_spec(text)
+
+
+def test_the_nesting_limit_is_a_parameter() -> None:
+    text = _SPEC_HEAD + "deep: " + "[" * 10 + "]" * 10 + "\n"
+    assert engine.parse_spec(text)["deep"] == [[[[[[[[[[]]]]]]]]]]
+    with pytest.raises(SpecError, match="nested deeper than 9 levels"):
+        engine.parse_spec(text, max_depth=9)
+
+
 def test_swagger_2_builds_an_artifact() -> None:
     spec = engine.parse_spec(
         "swagger: '2.0'\n"
@@ -769,7 +823,7 @@ def test_cleanup_is_skipped_when_the_mutation_never_completed(
 
 
 def test_deeply_nested_json_is_a_spec_error() -> None:
-    with pytest.raises(SpecError, match="nested too deeply"):
+    with pytest.raises(SpecError, match="nested deeper than 64 levels"):
         engine.parse_spec("[" * 100_000)
 
 

@@ -177,3 +177,22 @@ def test_a_failed_get_is_classified_as_a_read(shop: Any, run_now: Any) -> None:
     record = FailureRecord.objects.get(source="quality_lab", reason="http_5xx")
     assert record.evidence["http_method"] == "GET"
     assert (record.side_effect, record.lane, record.retryable) == ("read", "retry_safe", True)
+
+
+def test_the_worker_refuses_a_stored_spec_that_is_an_alias_bomb(shop: Any) -> None:
+    """A spec stored before the check (or under a looser limit) fails its build, unexpanded."""
+    from qualitylab import tasks
+    from qualitylab.models import CollectionVersion
+
+    bomb = (
+        demo.SPEC_PATH.read_text()
+        + 'l0: &l0 ["x","x","x","x","x","x","x","x","x"]\n'
+        + "".join(f"l{i}: &l{i} [{','.join([f'*l{i - 1}'] * 9)}]\n" for i in range(1, 9))
+    )
+    version = CollectionVersion.objects.create(
+        collection=shop, number=2, spec_source=bomb, spec_sha256="0" * 64
+    )
+    tasks.build_collection_version.run(version_id=version.pk)
+    version.refresh_from_db()
+    assert version.status == BuildStatus.FAILED
+    assert "aliases expand it by more than 1,000,000" in version.error

@@ -980,3 +980,53 @@ def test_an_operator_edits_where_execute_cases_call(
     }
     refused = client.post(url, {"auth_header": "Authorization", "auth_secret_env": "sk-live 123"})
     assert refused.status_code == 400 and "not the secret itself" in refused.content.decode()
+
+
+# --- hostile documents ---------------------------------------------------------------------
+
+_ALIAS_BOMB = (
+    "openapi: 3.0.0\ninfo: {title: t, version: '1'}\n"
+    "paths: {/a: {get: {operationId: a, responses: {'200': {description: ok}}}}}\n"
+    'l0: &l0 ["x","x","x","x","x","x","x","x","x"]\n'
+    + "".join(f"l{i}: &l{i} [{','.join([f'*l{i - 1}'] * 9)}]\n" for i in range(1, 9))
+)
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        (_ALIAS_BOMB, "aliases expand it by more than 1,000,000"),
+        ('{"openapi": "3.0.0", "x": ' + "[" * 100_000 + "]" * 100_000 + "}", "deeper than 64"),
+    ],
+    ids=["alias-bomb", "deep-json"],
+)
+def test_a_hostile_spec_is_a_form_error_on_both_spec_pages(
+    operator: Client, shop: Collection, spec: str, message: str
+) -> None:
+    response = operator.post("/qualitylab/collections/new", {"name": "bomb", "spec_paste": spec})
+    assert response.status_code == 400 and message in response.content.decode()
+    response = operator.post("/qualitylab/shop/spec", {"spec_paste": spec})
+    assert response.status_code == 400 and message in response.content.decode()
+    assert list(Collection.objects.values_list("name", flat=True)) == ["shop"]
+    assert shop.versions.count() == 1
+
+
+def test_a_cases_file_nested_past_the_limit_is_a_form_error(
+    operator: Client, shop: Collection
+) -> None:
+    upload = SimpleUploadedFile(
+        "c.json", ("[" * 100_000 + "]" * 100_000).encode(), "application/json"
+    )
+    response = operator.post("/qualitylab/shop/cases/import", {"cases_file": upload})
+    assert response.status_code == 400
+    assert "The file is nested deeper than 64 levels" in response.content.decode()
+
+
+def test_a_case_form_json_field_nested_past_the_limit_names_the_field(
+    operator: Client, shop: Collection
+) -> None:
+    deep = '{"a": ' * 5_000 + "1" + "}" * 5_000
+    response = operator.post("/qualitylab/shop/cases/new", case_post(provided_entities=deep))
+    assert response.status_code == 400
+    errors = response.context["form"].errors
+    assert any("nested deeper than 64 levels" in error for error in errors["provided_entities"])

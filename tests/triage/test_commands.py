@@ -80,3 +80,26 @@ def test_ingest_file_reports_the_line_that_is_not_json(tmp_path: Path) -> None:
     path.write_text(json.dumps(failure_item()) + "\n{oops\n")
     with pytest.raises(CommandError, match=r"traffic.ndjson:2: not JSON"):
         call_command("ingest", str(path))
+
+
+def test_ingest_file_refuses_a_line_nested_past_the_limit_naming_line_and_limit(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "traffic.ndjson"
+    deep = '{"type": "failure", "id": "d", "body": ' + '{"e": ' * 5_000 + "1" + "}" * 5_001
+    path.write_text(json.dumps(failure_item()) + "\n" + deep + "\n")
+    with pytest.raises(CommandError, match=r"traffic.ndjson:2: nested deeper than 64 levels"):
+        call_command("ingest", str(path), stdout=io.StringIO(), stderr=io.StringIO())
+    assert not FailureRecord.objects.exists()
+
+
+def test_ingest_file_says_an_over_long_id_is_too_long(tmp_path: Path) -> None:
+    path = tmp_path / "traffic.ndjson"
+    path.write_text(json.dumps(failure_item("y" * 5_000)) + "\n")
+    err = io.StringIO()
+    with pytest.raises(CommandError):
+        call_command("ingest", str(path), stdout=io.StringIO(), stderr=err)
+    assert (
+        f"item 1 ({'y' * 64}...): rejected id_too_long id: id is 5000 characters long; "
+        "the limit is 200." in err.getvalue()
+    )

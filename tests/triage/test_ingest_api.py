@@ -365,3 +365,27 @@ def test_a_receipt_gets_its_lane_and_own_contradictions(ingest_client: APIClient
     assert [c["code"] for c in uncertain.contradictions] == [
         "external_write_without_idempotency_key"
     ]
+
+
+def test_the_quota_counts_decompressed_bytes_too(make_api_key: Any, settings: Any) -> None:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {make_api_key()}")
+
+    def send(item_id: str) -> Any:
+        batch = json.dumps({"items": [failure_item(item_id, message="x" * 3_000)]}).encode()
+        return client.post(
+            URL, data=gzip.compress(batch), content_type="application/json",
+            HTTP_CONTENT_ENCODING="gzip",
+        )  # fmt: skip
+
+    size = len(json.dumps({"items": [failure_item("q-1", message="x" * 3_000)]}))
+    settings.TRIAGE_INGEST_QUOTA_BYTES_PER_MINUTE = 2 * size + 100  # gzip makes it ~100 bytes
+    minute = timezone.now().replace(second=30)  # all three in the same quota window
+    with mock.patch("triage.quota.timezone.now", return_value=minute):
+        assert send("q-1").status_code == 200
+        assert send("q-2").status_code == 200
+        response = send("q-3")
+    assert response.status_code == 429
+    assert response.json()["error"]["code"] == "quota_exceeded"
+    assert 1 <= int(response["Retry-After"]) <= 60
+    assert FailureRecord.objects.count() == 2

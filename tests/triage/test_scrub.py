@@ -23,10 +23,15 @@ from graph_tool_call.learning import scrub_trace_payload
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bench.scrub import HOSTILE_SHAPES, body_of, scrub_with_work
+from tests.factories import failure_item
+from triage.models import IngestRejection
 from triage.scrub import (
     MAX_LIST_ITEMS,
     MAX_STRING_CHARS,
     REDACTED,
+    WORK_ALLOWANCE,
+    WORK_PER_INPUT_CHAR,
     ScrubError,
     ScrubLogFilter,
     hash_identifier,
@@ -973,3 +978,54 @@ def test_a_token_behind_a_deeply_escaped_quote_in_a_logged_mapping_is_redacted()
     line = "request " + str({"headers": {"X-Debug": planted}, "note": planted})
     assert "LEDbzvM8RYzj" not in scrub_text(line)
     assert "LEDbzvM8RYzj" not in scrub_text(repr(line))
+
+
+# --- the work budget ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape", sorted(HOSTILE_SHAPES))
+def test_doubling_a_hostile_body_doubles_the_scrubbers_work(shape: str) -> None:
+    """Linear on every shape: the deterministic work counter, not a clock."""
+    make = HOSTILE_SHAPES[shape]
+    small, _ = scrub_with_work(body_of(make, 20_000))
+    large, refused = scrub_with_work(body_of(make, 40_000))
+    if not refused:
+        assert 1.8 <= large / small <= 2.2, (small, large)
+        assert large <= WORK_PER_INPUT_CHAR * 40_000 + WORK_ALLOWANCE
+
+
+def test_a_body_that_would_cost_more_than_its_budget_is_refused_with_its_path() -> None:
+    body = body_of(HOSTILE_SHAPES["secrets, encoded and escaped"], 100_000)
+    with pytest.raises(ScrubError) as raised:
+        scrub_payload(body, hash_key=b"k")
+    assert "scan more than 6 times its size" in raised.value.message
+    assert raised.value.path.startswith("body.evidence.")
+
+
+def test_a_refused_body_is_scrub_failed_and_the_batch_keeps_its_other_items(
+    ingest_client: Any,
+) -> None:
+    hostile = {
+        "type": "failure",
+        "id": "hostile-1",
+        "body": {
+            "stage": "execute",
+            "reason": "http_5xx",
+            **body_of(HOSTILE_SHAPES["secrets, encoded and escaped"], 100_000),
+        },
+    }
+    items = [hostile, failure_item("plain-1")]
+    response = ingest_client.post(
+        "/api/v1/ingest", data=json.dumps({"items": items}), content_type="application/json"
+    )
+    assert response.status_code == 207
+    refused, stored = response.json()["items"]
+    assert refused["error"]["code"] == "scrub_failed"
+    assert "times its size" in refused["error"]["message"]
+    assert stored["status"] == "accepted"
+    assert IngestRejection.objects.get().code == "scrub_failed"
+
+
+def test_ordinary_items_stay_far_below_the_budget() -> None:
+    work, refused = scrub_with_work(body_of(HOSTILE_SHAPES["ordinary log text"], 100_000))
+    assert not refused and work <= 1.2 * 100_000

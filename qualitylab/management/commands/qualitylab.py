@@ -43,6 +43,7 @@ from qualitylab.models import (
     Suite,
 )
 from triage.collection_names import CollectionNameError, check_collection_name
+from triage.json_limits import JSONTooDeep, loads_bounded
 
 # Exit codes: 1 = the cases (or the input) are the problem; 2 = the machinery is (the queue
 # is down, the temporary worker died, nothing finished in time).
@@ -393,7 +394,9 @@ def _read_text(path: Path, *, what: str) -> str:
 def _read_json(path: Path) -> Any:
     text = _read_text(path, what="cases file")
     try:
-        return json.loads(text)
+        return loads_bounded(text, max_depth=settings.TRIAGE_JSON_MAX_DEPTH)
+    except JSONTooDeep as exc:
+        raise CommandError(f"{path}: {exc} (TRIAGE_JSON_MAX_DEPTH).") from None
     except json.JSONDecodeError as exc:
         raise CommandError(
             f"{path}: not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})."

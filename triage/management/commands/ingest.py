@@ -10,6 +10,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from triage.ingest import ACCEPTED, CONFLICT, DUPLICATE, REJECTED, batch_ingest
+from triage.json_limits import JSONTooDeep, loads_bounded
 
 
 class Command(BaseCommand):
@@ -32,7 +33,9 @@ class Command(BaseCommand):
                 if not line.strip():
                     continue
                 try:
-                    items.append(json.loads(line))
+                    items.append(loads_bounded(line, max_depth=settings.TRIAGE_JSON_MAX_DEPTH))
+                except JSONTooDeep as exc:
+                    raise CommandError(f"{path}:{number}: {exc} (TRIAGE_JSON_MAX_DEPTH).") from None
                 except json.JSONDecodeError as exc:
                     raise CommandError(f"{path}:{number}: not JSON ({exc.msg}).") from None
         totals: Counter[str] = Counter()
