@@ -8,14 +8,16 @@ class LearningConfig(AppConfig):
     verbose_name = "Learning review"
 
     def ready(self) -> None:
-        from learning.ingest import ITEM_TYPE, parse_attempt, store_attempts
+        from learning.ingest import ITEM_TYPE, is_collection_name, parse_attempt, store_attempts
+        from learning.models import LearningAttempt
         from learning.services import collections_for_ids
         from triage.ingest import ItemType, on_collections_seen, register_item_type
 
-        register_item_type(ItemType(ITEM_TYPE, parse_attempt, store_attempts))
+        register_item_type(ItemType(ITEM_TYPE, parse_attempt, store_attempts, LearningAttempt))
 
         def register(names: set[str]) -> None:
-            collections_for_ids(names=names)
+            collections_for_ids(names={name for name in names if is_collection_name(name)})
 
-        # A failure for a collection the desk does not know registers it, like an attempt.
+        # A failure for a collection the desk does not know registers it, like an attempt;
+        # only a name a collection can have (its pages link to it by that name).
         on_collections_seen(register)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
 from typing import Any
@@ -62,6 +62,13 @@ class AttemptFields:
     occurred_at: datetime
     carried_secret: bool
     extra: dict[str, Any]
+    # Fields where NUL or lone surrogates were replaced (triage.storable).
+    replaced_characters: list[str] = field(default_factory=list)
+
+
+def is_collection_name(name: str) -> bool:
+    """Whether `name` can name a collection (a slug: the pages link to it)."""
+    return _COLLECTION_RE.match(name) is not None
 
 
 class _AttemptReader(_Reader):
@@ -137,7 +144,7 @@ def parse_attempt(body: Mapping[str, Any], *, now: datetime) -> AttemptFields:
             "body.collection",
             "collection (or collection_id) is required: suggestions belong to a collection.",
         )
-    if not _COLLECTION_RE.match(collection):
+    if not is_collection_name(collection):
         raise ItemError(
             "invalid_field",
             "body.collection",
@@ -218,6 +225,7 @@ def store_attempts(*, batch: IngestBatch, items: list[tuple[str, AttemptFields]]
             target_selector=fields.target_selector,
             trace_edges=fields.trace_edges,
             extra=fields.extra,
+            replaced_characters=fields.replaced_characters,
             carried_secret=fields.carried_secret,
             occurred_at=fields.occurred_at,
             received_at=batch.received_at,

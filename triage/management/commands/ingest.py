@@ -35,6 +35,10 @@ class Command(BaseCommand):
                     items.append(json.loads(line))
                 except json.JSONDecodeError as exc:
                     raise CommandError(f"{path}:{number}: not JSON ({exc.msg}).") from None
+                except ValueError:  # an integer of more digits than Python converts
+                    raise CommandError(
+                        f"{path}:{number}: not JSON (an integer of more than 4300 digits)."
+                    ) from None
         totals: Counter[str] = Counter()
         codes: Counter[str] = Counter()
         size = settings.TRIAGE_INGEST_MAX_ITEMS
