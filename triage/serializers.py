@@ -91,6 +91,7 @@ class FailureRecordSerializer(serializers.ModelSerializer[FailureRecord]):
             "contradictions",
             "evidence",
             "extra",
+            "replaced_characters",
             "idempotency_key",
             "occurred_at",
             "received_at",

@@ -30,7 +30,6 @@ from typing import Any
 from django.db import models
 from django.db.backends.base.operations import BaseDatabaseOperations
 
-from triage.models import AuditEvent, FailureRecord, Receipt, RunnerEvent
 from triage.normalize import (
     AuditEventFields,
     FailureFields,
@@ -85,8 +84,11 @@ class ReplacedPaths:
         self.unlisted = 0
 
     def add(self, path: str) -> None:
+        path = replace_unstorable_text(path)[:200]
+        if path in self.paths:
+            return  # a key and its value: one field
         if len(self.paths) < MAX_LISTED_PATHS:
-            self.paths.append(replace_unstorable_text(path)[:200])
+            self.paths.append(path)
         else:
             self.unlisted += 1
 
@@ -215,10 +217,14 @@ def storable_fields(
         for field in model._meta.concrete_fields
         if not field.is_relation and field.name not in skipped
     }
+
+    def path(name: str) -> str:
+        return f"{prefix}.{name}" if prefix else name
+
     if isinstance(values, dict):
         for name in [name for name in values if name in columns]:
             values[name] = storable_value(
-                columns[name], values[name], path=f"{prefix}.{name}", replaced=replaced, deep=deep
+                columns[name], values[name], path=path(name), replaced=replaced, deep=deep
             )
     elif is_dataclass(values) and not isinstance(values, type):
         for data_field in dataclass_fields(values):
@@ -226,7 +232,7 @@ def storable_fields(
             if name in columns:
                 old = getattr(values, name)
                 new = storable_value(
-                    columns[name], old, path=f"{prefix}.{name}", replaced=replaced, deep=deep
+                    columns[name], old, path=path(name), replaced=replaced, deep=deep
                 )
                 if new is not old:
                     setattr(values, name, new)
@@ -239,6 +245,9 @@ def storable_item(fields: Any, *, model: type[models.Model] | None, deep: bool) 
     """Check and clean one parsed item in place (ItemError when a value is refused) and
     note on it where characters were replaced. `model` is what an item type added by
     another app writes (its fields a dataclass with `replaced_characters`)."""
+    # Imported here: the text helpers above serve modules loaded before the apps are.
+    from triage.models import AuditEvent, FailureRecord, Receipt, RunnerEvent
+
     if isinstance(fields, FailureFields):
         fields.replaced_characters = storable_fields(FailureRecord, fields, deep=deep)
     elif isinstance(fields, RunnerEventFields):
@@ -255,6 +264,16 @@ def storable_item(fields: Any, *, model: type[models.Model] | None, deep: bool) 
         fields.values["replaced_characters"] = storable_fields(target, fields.values, deep=deep)
     elif model is not None:
         fields.replaced_characters = storable_fields(model, fields, deep=deep)
+
+
+def first_unstorable_text(value: Any, *, path: str) -> tuple[str, str] | None:
+    """(path, what) of the first key or string holding NUL or a lone surrogate, or None:
+    for documents the desk refuses whole rather than changes (Quality Lab specs)."""
+    replaced = ReplacedPaths()
+    storable_json(value, path=path, replaced=replaced)
+    if not replaced:
+        return None
+    return replaced.paths[0], "U+0000 (NUL) or a lone surrogate"
 
 
 def storable_label(text: str, *, limit: int) -> str:
