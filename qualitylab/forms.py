@@ -205,6 +205,8 @@ class CasesImportForm(forms.Form):
             raise forms.ValidationError(
                 f"Not JSON: line {exc.lineno}, column {exc.colno}: {exc.msg}."
             ) from None
+        except ValueError:  # an integer of more digits than Python converts
+            raise forms.ValidationError("Not JSON: an integer of more than 4300 digits.") from None
         if isinstance(documents, dict) and isinstance(documents.get("cases"), list):
             documents = documents["cases"]
         if not isinstance(documents, list):
@@ -333,6 +335,8 @@ class CaseForm(forms.Form):
             raise forms.ValidationError(
                 f"Not JSON: line {exc.lineno}, column {exc.colno}: {exc.msg}."
             ) from None
+        except ValueError:  # an integer of more digits than Python converts
+            raise forms.ValidationError("Not JSON: an integer of more than 4300 digits.") from None
 
     def clean_provided_entities(self) -> Any:
         return self._json("provided_entities")
