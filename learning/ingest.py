@@ -30,6 +30,7 @@ from graph_tool_call.learning import normalize_query_family, stable_hash
 from learning.models import AttemptSource, LearningAttempt
 from triage.models import IngestBatch
 from triage.normalize import ItemError, _Reader
+from triage.storable import replace_unstorable_text
 
 ITEM_TYPE = "learning_attempt"
 QUALITY_LAB_CHANNEL = "quality_lab"
@@ -174,7 +175,9 @@ def parse_attempt(body: Mapping[str, Any], *, now: datetime) -> AttemptFields:
         source=reader.choice("source", tuple(AttemptSource.values)) or AttemptSource.RUNTIME,
         query=query,
         query_family=family,
-        query_fingerprint=fingerprint or stable_hash(family),
+        # The family is stored with NUL and lone surrogates replaced (triage.storable);
+        # its fingerprint is of that text (the library's hash cannot encode surrogates).
+        query_fingerprint=fingerprint or stable_hash(replace_unstorable_text(family)),
         selected_target=reader.string("selected_target"),
         llm_target=reader.string("llm_target"),
         plan_tools=reader.plan_tools(),

@@ -361,3 +361,13 @@ def test_a_body_sent_again_with_its_surrogate_is_a_duplicate(ingest_client: APIC
     assert outcome(again)["status"] == "duplicate"
     other = dict(item, body={**item["body"], "message": "a\udfff"})
     assert outcome(post(ingest_client, [other]))["status"] == "conflict"
+
+
+def test_an_attempts_query_family_with_a_surrogate_is_stored_replaced(
+    ingest_client: APIClient,
+) -> None:
+    item = attempt_item(query_family=f"refund {SURROGATE}")
+    assert outcome(post(ingest_client, [item]))["status"] == "accepted"
+    attempt = LearningAttempt.objects.get(client_id=item["id"])
+    assert attempt.query_family == f"refund {FFFD}"
+    assert attempt.replaced_characters == ["body.query_family"]
