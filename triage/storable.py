@@ -20,6 +20,7 @@ of the model its values are written to (the limits are the models' own, never co
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import fields as dataclass_fields
@@ -46,8 +47,6 @@ EARLIEST_TIMESTAMP = datetime(1970, 1, 1, tzinfo=UTC)
 MAX_LISTED_PATHS = 20
 
 _UNSTORABLE_RE = re.compile("[\x00\ud800-\udfff]")
-# In a canonical JSON dump (ensure_ascii=False) NUL is escaped and surrogates stay raw.
-_UNSTORABLE_IN_JSON_RE = re.compile(r"\\u0000|[\ud800-\udfff]")
 # The ranges of the standard integer columns (the same on every database Django supports
 # but SQLite, which takes anything: checked here so both behave alike).
 _INTEGER_RANGES = BaseDatabaseOperations.integer_field_ranges
@@ -55,8 +54,15 @@ _INTEGER_RANGES = BaseDatabaseOperations.integer_field_ranges
 
 def may_hold_unstorable_text(canonical_json: str) -> bool:
     """Whether a body's canonical JSON (``ensure_ascii=False``) holds NUL or a surrogate;
-    a fast test so that only such bodies are walked string by string."""
-    return _UNSTORABLE_IN_JSON_RE.search(canonical_json) is not None
+    a fast test (a few microseconds a kilobyte) so only such bodies are walked value by
+    value. JSON escapes NUL; a lone surrogate stays raw, and UTF-8 cannot encode it."""
+    if "\\u0000" in canonical_json:
+        return True
+    try:
+        canonical_json.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def has_unstorable_text(text: str) -> bool:
@@ -199,6 +205,54 @@ def _storable_timestamp(value: datetime, *, path: str) -> datetime:
     return value
 
 
+# What each column needs looked at; a value that passes the cheap test is left alone, the
+# rest goes through storable_value (which says what is wrong).
+_CHAR, _TEXT, _JSON, _INTEGER, _TIMESTAMP = range(5)
+
+
+@functools.cache
+def _columns(
+    model: type[models.Model], shape: type, skip: frozenset[str]
+) -> tuple[tuple[str, models.Field[Any, Any], int, Any], ...]:
+    names = {field.name for field in dataclass_fields(shape)} if is_dataclass(shape) else None
+    plan = []
+    for field in model._meta.concrete_fields:
+        if (
+            field.is_relation
+            or field.name in skip
+            or (names is not None and field.name not in names)
+        ):
+            continue
+        if isinstance(field, models.JSONField):
+            plan.append((field.name, field, _JSON, None))
+        elif isinstance(field, models.CharField):
+            plan.append((field.name, field, _CHAR, field.max_length))
+        elif isinstance(field, models.TextField):
+            plan.append((field.name, field, _TEXT, None))
+        elif isinstance(field, models.IntegerField):
+            low_high = _INTEGER_RANGES.get(field.get_internal_type())
+            if low_high is not None:
+                plan.append((field.name, field, _INTEGER, low_high))
+        elif isinstance(field, models.DateTimeField):
+            plan.append((field.name, field, _TIMESTAMP, None))
+    return tuple(plan)
+
+
+def _needs_a_look(kind: int, value: Any, arg: Any, deep: bool) -> bool:
+    if kind == _CHAR:
+        return type(value) is str and (
+            (arg is not None and len(value) > arg) or _UNSTORABLE_RE.search(value) is not None
+        )
+    if kind == _TEXT:
+        return type(value) is str and _UNSTORABLE_RE.search(value) is not None
+    if kind == _JSON:
+        return deep
+    if kind == _INTEGER:
+        return type(value) is int and not arg[0] <= value <= arg[1]
+    # An offset moves a timestamp by less than a day: only the years at the bounds are close.
+    return isinstance(value, datetime) and not 1970 < value.year < 9998
+
+
 def storable_fields(
     model: type[models.Model],
     values: Any,
@@ -210,34 +264,21 @@ def storable_fields(
     """Check and clean, in place, the values of a dataclass or dict that become `model`'s
     columns (same names; other names are ignored). Returns the paths where characters were
     replaced; raises ItemError for a value that is refused."""
-    replaced = ReplacedPaths()
-    skipped = set(skip)
-    columns = {
-        field.name: field
-        for field in model._meta.concrete_fields
-        if not field.is_relation and field.name not in skipped
-    }
-
-    def path(name: str) -> str:
-        return f"{prefix}.{name}" if prefix else name
-
-    if isinstance(values, dict):
-        for name in [name for name in values if name in columns]:
-            values[name] = storable_value(
-                columns[name], values[name], path=path(name), replaced=replaced, deep=deep
-            )
-    elif is_dataclass(values) and not isinstance(values, type):
-        for data_field in dataclass_fields(values):
-            name = data_field.name
-            if name in columns:
-                old = getattr(values, name)
-                new = storable_value(
-                    columns[name], old, path=path(name), replaced=replaced, deep=deep
-                )
-                if new is not old:
-                    setattr(values, name, new)
-    else:
+    if not isinstance(values, dict) and not (is_dataclass(values) and not isinstance(values, type)):
         raise TypeError(f"cannot check {type(values).__name__} against {model.__name__}")
+    replaced = ReplacedPaths()
+    is_dict = isinstance(values, dict)
+    for name, field, kind, arg in _columns(model, type(values), frozenset(skip)):
+        value = values.get(name) if is_dict else getattr(values, name)
+        if value is None or not _needs_a_look(kind, value, arg, deep):
+            continue
+        path = f"{prefix}.{name}" if prefix else name
+        new = storable_value(field, value, path=path, replaced=replaced, deep=deep)
+        if new is not value:
+            if is_dict:
+                values[name] = new
+            else:
+                setattr(values, name, new)
     return replaced.as_list()
 
 
