@@ -215,7 +215,7 @@ def _columns(
     model: type[models.Model], shape: type, skip: frozenset[str]
 ) -> tuple[tuple[str, models.Field[Any, Any], int, Any], ...]:
     names = {field.name for field in dataclass_fields(shape)} if is_dataclass(shape) else None
-    plan = []
+    plan: list[tuple[str, models.Field[Any, Any], int, Any]] = []
     for field in model._meta.concrete_fields:
         if (
             field.is_relation
@@ -268,17 +268,18 @@ def storable_fields(
         raise TypeError(f"cannot check {type(values).__name__} against {model.__name__}")
     replaced = ReplacedPaths()
     is_dict = isinstance(values, dict)
+    target: Any = values
     for name, field, kind, arg in _columns(model, type(values), frozenset(skip)):
-        value = values.get(name) if is_dict else getattr(values, name)
+        value = target.get(name) if is_dict else getattr(target, name)
         if value is None or not _needs_a_look(kind, value, arg, deep):
             continue
         path = f"{prefix}.{name}" if prefix else name
         new = storable_value(field, value, path=path, replaced=replaced, deep=deep)
         if new is not value:
             if is_dict:
-                values[name] = new
+                target[name] = new
             else:
-                setattr(values, name, new)
+                setattr(target, name, new)
     return replaced.as_list()
 
 
