@@ -78,6 +78,7 @@ class CollectionSettingsForm(forms.Form):
     title = forms.CharField(max_length=200, required=False)
     base_url = forms.URLField(
         required=False,
+        max_length=Collection._meta.get_field("base_url").max_length,
         assume_scheme="https",
         label="Base URL",
         help_text="Where execute cases call. Empty: the spec's first server URL.",

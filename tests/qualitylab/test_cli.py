@@ -476,3 +476,22 @@ def test_a_cases_file_with_an_unreadable_integer_is_refused(
     path.write_text('[{"id": "x", "expected_top_k": ' + "9" * 5000 + "}]")
     error, _ = failing("import-cases", "shop", str(path))
     assert "an integer of more than 4300 digits" in str(error)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("n" * 101,), "the name is longer than 100 characters"),
+        (("shop", "--base-url", "https://example.com/" + "p" * 200), "--base-url is longer"),
+        (("shop", "--title", "t" * 201), "--title is longer than 200 characters"),
+        (("shop", "--title", "caf\udce9"), "--title is not UTF-8 text"),
+    ],
+)
+def test_import_collection_refuses_settings_longer_than_their_columns(
+    spec_file: Path, args: tuple[str, ...], message: str
+) -> None:
+    name, *options = args
+    error, _ = failing("import-collection", name, str(spec_file), *options)
+    assert message in str(error)
+    assert not Collection.objects.exists()

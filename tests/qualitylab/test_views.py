@@ -997,3 +997,17 @@ def test_an_operator_edits_where_execute_cases_call(
     }
     refused = client.post(url, {"auth_header": "Authorization", "auth_secret_env": "sk-live 123"})
     assert refused.status_code == 400 and "not the secret itself" in refused.content.decode()
+
+
+def test_a_base_url_longer_than_its_column_is_a_form_error(
+    client_as: Callable[..., Client], shop: Collection
+) -> None:
+    long_url = "https://example.com/" + "p" * 200
+    response = client_as("operator").post(
+        f"/qualitylab/{shop.name}/settings",
+        {"base_url": long_url, "allowed_hosts": "example.com", "auth_header": "Authorization"},
+    )
+    assert response.status_code == 400
+    assert "at most 200 characters" in response.content.decode()
+    shop.refresh_from_db()
+    assert shop.base_url != long_url

@@ -42,7 +42,7 @@ from qualitylab.models import (
     RunStatus,
     Suite,
 )
-from triage.storable import replace_unstorable_text
+from triage.storable import has_unstorable_text, replace_unstorable_text
 
 # Exit codes: 1 = the cases (or the input) are the problem; 2 = the machinery is (the queue
 # is down, the temporary worker died, nothing finished in time).
@@ -207,6 +207,13 @@ class Command(BaseCommand):
                 URLValidator(schemes=["http", "https"])(base_url)
             except ValidationError:
                 raise CommandError(f"--base-url {base_url!r} is not an http(s) URL.") from None
+        for option, value in (("name", name), ("base_url", base_url), ("title", options["title"])):
+            limit = Collection._meta.get_field(option).max_length or 0
+            label = "the name" if option == "name" else f"--{option.replace('_', '-')}"
+            if value and len(value) > limit:
+                raise CommandError(f"{label} is longer than {limit} characters.")
+            if value and has_unstorable_text(value):  # argv bytes that are not UTF-8
+                raise CommandError(f"{label} is not UTF-8 text.")
         spec_text = _read_text(spec_path, what="spec")
         collection = Collection.objects.filter(name=name).first()
         try:
