@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
 from typing import Any
@@ -30,6 +30,7 @@ from graph_tool_call.learning import normalize_query_family, stable_hash
 from learning.models import AttemptSource, LearningAttempt
 from triage.models import IngestBatch
 from triage.normalize import ItemError, _Reader
+from triage.storable import replace_unstorable_text
 
 ITEM_TYPE = "learning_attempt"
 QUALITY_LAB_CHANNEL = "quality_lab"
@@ -61,6 +62,8 @@ class AttemptFields:
     occurred_at: datetime
     carried_secret: bool
     extra: dict[str, Any]
+    # Fields where NUL or lone surrogates were replaced (triage.storable).
+    replaced_characters: list[str] = field(default_factory=list)
 
 
 class _AttemptReader(_Reader):
@@ -160,7 +163,9 @@ def parse_attempt(body: Mapping[str, Any], *, now: datetime) -> AttemptFields:
         source=reader.choice("source", tuple(AttemptSource.values)) or AttemptSource.RUNTIME,
         query=query,
         query_family=family,
-        query_fingerprint=fingerprint or stable_hash(family),
+        # The family is stored with NUL and lone surrogates replaced (triage.storable);
+        # its fingerprint is of that text (the library's hash cannot encode surrogates).
+        query_fingerprint=fingerprint or stable_hash(replace_unstorable_text(family)),
         selected_target=reader.string("selected_target"),
         llm_target=reader.string("llm_target"),
         plan_tools=reader.plan_tools(),
@@ -211,6 +216,7 @@ def store_attempts(*, batch: IngestBatch, items: list[tuple[str, AttemptFields]]
             target_selector=fields.target_selector,
             trace_edges=fields.trace_edges,
             extra=fields.extra,
+            replaced_characters=fields.replaced_characters,
             carried_secret=fields.carried_secret,
             occurred_at=fields.occurred_at,
             received_at=batch.received_at,

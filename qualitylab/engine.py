@@ -156,6 +156,7 @@ from qualitylab.assertions import AssertionSet, CaseSpecError
 from triage import outbound, taxonomy
 from triage.json_limits import DEFAULT_MAX_DEPTH, JSONTooDeep, loads_bounded
 from triage.runner_events import failure_from_runner_event
+from triage.storable import first_unstorable_text, may_hold_unstorable_text
 
 __all__ = [
     "ENGINE_CACHE_SIZE",
@@ -357,11 +358,27 @@ def parse_spec(text: str | bytes, *, max_depth: int = DEFAULT_MAX_DEPTH) -> dict
         document = _load_yaml(text, max_depth=max_depth)
     spec = _json_safe(document)
     _validate_openapi(spec)
+    _refuse_unstorable_text(spec)
     return cast(dict[str, Any], spec)
 
 
+def _refuse_unstorable_text(spec: Any) -> None:
+    # Its operations become tool names, readiness and results in PostgreSQL, which cannot
+    # hold these characters; a spec is fixed at its source rather than changed here.
+    if not may_hold_unstorable_text(json.dumps(spec, ensure_ascii=False)):
+        return
+    found = first_unstorable_text(spec, path="spec")
+    if found is not None:
+        path, what = found
+        raise SpecError(f"the spec holds {what} at {path[:200]}; the database cannot store it")
+
+
 def _load_yaml(text: str, *, max_depth: int) -> Any:
-    loader = _AliasCountingLoader(text)
+    try:
+        # The reader checks the characters as it is made: a NUL byte raises here.
+        loader = _AliasCountingLoader(text)
+    except yaml.YAMLError as exc:
+        raise SpecError(f"invalid YAML: {exc}") from None
     loader.max_depth = max_depth
     try:
         return loader.get_single_data()

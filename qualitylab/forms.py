@@ -82,6 +82,7 @@ class CollectionSettingsForm(forms.Form):
     title = forms.CharField(max_length=200, required=False)
     base_url = forms.URLField(
         required=False,
+        max_length=Collection._meta.get_field("base_url").max_length,
         assume_scheme="https",
         label="Base URL",
         help_text="Where execute cases call. Empty: the spec's first server URL.",
@@ -216,6 +217,8 @@ class CasesImportForm(forms.Form):
             raise forms.ValidationError(
                 f"Not JSON: line {exc.lineno}, column {exc.colno}: {exc.msg}."
             ) from None
+        except ValueError:  # an integer of more digits than Python converts
+            raise forms.ValidationError("Not JSON: an integer of more than 4300 digits.") from None
         if isinstance(documents, dict) and isinstance(documents.get("cases"), list):
             documents = documents["cases"]
         if not isinstance(documents, list):
@@ -346,6 +349,8 @@ class CaseForm(forms.Form):
             raise forms.ValidationError(
                 f"Not JSON: line {exc.lineno}, column {exc.colno}: {exc.msg}."
             ) from None
+        except ValueError:  # an integer of more digits than Python converts
+            raise forms.ValidationError("Not JSON: an integer of more than 4300 digits.") from None
 
     def clean_provided_entities(self) -> Any:
         return self._json("provided_entities")

@@ -41,6 +41,8 @@ from triage.models import (
     RunnerEvent,
     ToolPolicy,
 )
+from triage.normalize import ItemError
+from triage.storable import replace_unstorable_text, storable_fields
 
 log = logging.getLogger(__name__)
 
@@ -388,7 +390,7 @@ def cases_import(*, collection: Collection, documents: list[Any]) -> ImportRepor
     """Create or update cases from documented-schema JSON; every case is checked first and
     nothing is written when any is wrong, so a half-imported file never happens."""
     report = ImportReport()
-    specs: list[tuple[engine.CaseSpec, bool]] = []
+    specs: list[tuple[engine.CaseSpec, dict[str, Any]]] = []
     for index, document in enumerate(documents):
         if not isinstance(document, dict):
             report.errors.append(f"case {index}: must be an object")
@@ -397,16 +399,18 @@ def cases_import(*, collection: Collection, documents: list[Any]) -> ImportRepor
         body = {key: value for key, value in document.items() if key != "active"}
         try:
             spec = engine.CaseSpec.from_json(body)
+            values = _case_values(spec, active=bool(active))
         except engine.CaseSpecError as exc:
-            report.errors.append(f"case {index} ({document.get('id', 'no id')}): {exc}")
+            case_id = replace_unstorable_text(str(document.get("id", "no id")))[:200]
+            report.errors.append(f"case {index} ({case_id}): {exc}")
             continue
-        specs.append((spec, bool(active)))
+        specs.append((spec, values))
     if report.errors:
         return report
     with transaction.atomic():
-        for spec, active in specs:
+        for spec, values in specs:
             _, created = QualityCase.objects.update_or_create(
-                collection=collection, case_id=spec.id, defaults=_case_values(spec, active=active)
+                collection=collection, case_id=spec.id, defaults=values
             )
             if created:
                 report.created += 1
@@ -445,7 +449,22 @@ def _case_values(spec: engine.CaseSpec, *, active: bool) -> dict[str, Any]:
             assert isinstance(model_field, Field)
             value = model_field.get_default()
         values[name] = value
+    _refuse_unstorable(spec.id, values)
     return values
+
+
+def _refuse_unstorable(case_id: str, values: dict[str, Any]) -> None:
+    """CaseSpecError for a value the database cannot store (checked against the model):
+    a case is fixed in its file, never changed on the way in."""
+    try:
+        replaced = storable_fields(QualityCase, {"case_id": case_id, **values}, prefix="")
+    except ItemError as exc:
+        field = "id" if exc.field == "case_id" else exc.field
+        raise engine.CaseSpecError(field, exc.message) from None
+    if replaced:
+        raise engine.CaseSpecError(
+            replaced[0], "holds U+0000 (NUL) or a lone surrogate, which cannot be stored"
+        )
 
 
 def suite_save(

@@ -84,3 +84,7 @@ class IngestJSONParser(BaseParser):
             ) from None
         except (UnicodeDecodeError, json.JSONDecodeError):
             raise InvalidBatch("The body is not valid JSON.", code="invalid_json") from None
+        except ValueError:  # an integer of more digits than Python converts (4300)
+            raise InvalidBatch(
+                "The body holds an integer of more than 4300 digits.", code="invalid_json"
+            ) from None

@@ -20,7 +20,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import JSONField, Q
+from django.db.models import JSONField, Model, Q
 from django.utils import timezone
 
 from triage import taxonomy
@@ -56,6 +56,13 @@ from triage.normalize import (
     parse_runner_event,
 )
 from triage.scrub import ScrubError, scrub_payload
+from triage.storable import (
+    describe_unstorable,
+    has_unstorable_text,
+    may_hold_unstorable_text,
+    storable_item,
+    storable_label,
+)
 from triage.timebins import day_floor, hour_floor
 
 ACCEPTED = "accepted"
@@ -85,6 +92,8 @@ class ItemType:
     name: str
     parse: Callable[..., Any]
     store: Callable[..., None]
+    # The model the parsed fields are written to: checked against it (triage.storable).
+    model: type[Model] | None = None
 
 
 _EXTRA_TYPES: dict[str, ItemType] = {}
@@ -164,6 +173,11 @@ class _Rejected:
     error: ItemError
     status: str = REJECTED
 
+    def __post_init__(self) -> None:
+        # Paths and messages may quote a client's keys: keep them recordable and renderable.
+        self.error.field = storable_label(self.error.field, limit=200)
+        self.error.message = storable_label(self.error.message, limit=500)
+
 
 @dataclass
 class _GroupDelta:
@@ -194,8 +208,17 @@ class _GroupDelta:
 
 def body_hash(body: Any) -> str:
     """A keyed hash of the raw body: compares bodies without storing anything derivable."""
-    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hmac.new(settings.TRIAGE_HASH_KEY, canonical.encode(), hashlib.sha256).hexdigest()
+    return _hash_canonical(_canonical(body))
+
+
+def _canonical(body: Any) -> str:
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _hash_canonical(canonical: str) -> str:
+    # surrogatepass: a lone surrogate is hashed as sent (and then replaced, not refused).
+    data = canonical.encode("utf-8", "surrogatepass")
+    return hmac.new(settings.TRIAGE_HASH_KEY, data, hashlib.sha256).hexdigest()
 
 
 def _prepare(index: int, item: Any, *, now: datetime) -> _Prepared | _Rejected:
@@ -223,6 +246,9 @@ def _prepare(index: int, item: Any, *, now: datetime) -> _Prepared | _Rejected:
         return _Rejected(
             index, safe_type, "", ItemError("missing_field", "id", "id must be 1-200 characters.")
         )
+    if has_unstorable_text(client_id):
+        message = f"id holds {describe_unstorable(client_id)}, which cannot be stored."
+        return _Rejected(index, safe_type, "", ItemError("invalid_character", "id", message))
     if item_type is None:
         return _Rejected(
             index, "", client_id, ItemError("missing_field", "type", "type is required.")
@@ -241,7 +267,8 @@ def _prepare(index: int, item: Any, *, now: datetime) -> _Prepared | _Rejected:
             index, safe_type, client_id, ItemError(code, "body", "body must be an object.")
         )
     try:
-        digest = body_hash(body)
+        canonical = _canonical(body)
+        digest = _hash_canonical(canonical)
         clean = scrub_payload(body, path="body", hash_key=settings.TRIAGE_HASH_KEY)
     except ScrubError as exc:
         return _Rejected(index, safe_type, client_id, ItemError("scrub_failed", exc.path, str(exc)))
@@ -255,6 +282,8 @@ def _prepare(index: int, item: Any, *, now: datetime) -> _Prepared | _Rejected:
     try:
         parse = _PARSERS[safe_type] if safe_type in _PARSERS else _EXTRA_TYPES[safe_type].parse
         fields = parse(clean, now=now)
+        model = _EXTRA_TYPES[safe_type].model if safe_type in _EXTRA_TYPES else None
+        storable_item(fields, model=model, deep=may_hold_unstorable_text(canonical))
     except ItemError as exc:
         return _Rejected(index, safe_type, client_id, exc)
     return _Prepared(index, safe_type, client_id, digest, fields)
@@ -453,6 +482,7 @@ def _store(*, batch: IngestBatch, items: list[_Prepared], now: datetime) -> None
                 occurred_at=fields.occurred_at,
                 graph_tool_call_version=fields.graph_tool_call_version,
                 payload=fields.payload,
+                replaced_characters=fields.replaced_characters,
             )
             runner_events.append((item, fields, event))
         elif isinstance(fields, ReceiptFields):
@@ -569,6 +599,7 @@ def _store_failures(
                 contradictions=derived.contradictions,
                 evidence=fields.evidence,
                 extra=fields.extra,
+                replaced_characters=fields.replaced_characters,
                 idempotency_key=fields.idempotency_key,
                 occurred_at=fields.occurred_at,
                 received_at=now,

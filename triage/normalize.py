@@ -113,7 +113,10 @@ class _Reader:
         value = self._raw(name)
         if value is None or value == "":
             return None
-        parsed = parse_datetime(value) if isinstance(value, str) else None
+        try:
+            parsed = parse_datetime(value) if isinstance(value, str) else None
+        except ValueError:  # well-formed but impossible: year 0, month 13, offset >= 24h
+            parsed = None
         if parsed is None or parsed.tzinfo is None:
             raise ItemError(
                 "invalid_field",
@@ -168,6 +171,8 @@ class FailureFields:
     graph_tool_call_version: str
     declared_side_effect: str
     sent: Sent
+    # Fields where NUL or lone surrogates were replaced (triage.storable).
+    replaced_characters: list[str] = field(default_factory=list)
 
     @property
     def reason_mapped(self) -> bool:
@@ -186,6 +191,7 @@ class RunnerEventFields:
     graph_tool_call_version: str
     payload: dict[str, Any]
     failure: FailureFields | None = None
+    replaced_characters: list[str] = field(default_factory=list)
 
 
 @dataclass

@@ -167,7 +167,9 @@ def hash_identifier(value: str, *, hash_key: bytes) -> str:
     Keyed on purpose: the engine's unkeyed ``stable_hash`` of a user id or an email can be
     reversed by hashing every candidate.
     """
-    return hmac.new(hash_key, str(value).encode("utf-8"), hashlib.sha256).hexdigest()[:32]
+    return hmac.new(
+        hash_key, str(value).encode("utf-8", "surrogatepass"), hashlib.sha256
+    ).hexdigest()[:32]
 
 
 # --- the engine's patterns that are right (see the module docstring) ---------------------

@@ -110,6 +110,7 @@ class FailureRecordSerializer(serializers.ModelSerializer[FailureRecord]):
             "contradictions",
             "evidence",
             "extra",
+            "replaced_characters",
             "idempotency_key",
             "occurred_at",
             "received_at",

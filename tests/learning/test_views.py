@@ -114,6 +114,17 @@ def test_the_suggestion_page_shows_its_evidence(client_as: Any, queue: None) -> 
     assert 'class="decision"' not in content
 
 
+def test_the_suggestion_page_marks_an_attempt_whose_characters_were_replaced(
+    client_as: Any, ingest_attempts: Any
+) -> None:
+    ingest_attempts(attempt_item(), attempt_item(note="sent with a \u0000 in it"))
+    response = client_as("viewer").get(f"/learning/suggestions/{suggestion().pk}/")
+    assert response.status_code == 200
+    content = response.content.decode()
+    assert content.count("characters replaced") == 1
+    assert "in: body.extra.note" in content
+
+
 @pytest.mark.parametrize(
     ("role", "allowed"),
     [("", False), ("viewer", False), ("operator", False), ("reviewer", True), ("admin", True)],

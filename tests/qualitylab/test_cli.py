@@ -458,3 +458,72 @@ def test_a_cases_file_nested_past_the_limit_names_the_limit(
     assert "nested deeper than 64 levels" in str(error)
     assert "TRIAGE_JSON_MAX_DEPTH" in str(error)
     assert not QualityCase.objects.exists()
+
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"query": "orders \u0000 today"}, "query"),
+        ({"query": "orders \ud800 today"}, "query"),
+        ({"provided_entities": {"order\u0000": "1"}}, "provided_entities.order\ufffd"),
+        ({"description": "d" * 501}, "description"),
+        ({"id": "c" * 121}, "id"),
+        ({"auth_session": "s" * 61}, "auth_session"),
+    ],
+)
+def test_cases_the_database_cannot_store_are_refused_by_field(
+    spec_file: Path, tmp_path: Path, change: dict[str, Any], field: str
+) -> None:
+    qualitylab("import-collection", "shop", str(spec_file))
+    good = demo.load_case_data()[0]
+    bad = {**demo.load_case_data()[1], **change}
+    path = tmp_path / "cases.json"
+    path.write_text(json.dumps([good, bad]), encoding="utf-8")
+    error, err = failing("import-cases", "shop", str(path))
+    assert "1 error; nothing was written." in str(error)
+    assert "case 1 (" in err and f"): {field}: " in err
+    assert "\ud800" not in err
+    assert not QualityCase.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_suite_name_longer_than_its_column_is_refused(spec_file: Path, tmp_path: Path) -> None:
+    qualitylab("import-collection", "shop", str(spec_file))
+    good = demo.load_case_data()[0]
+    path = tmp_path / "cases.json"
+    path.write_text(json.dumps({"cases": [good], "suites": {"s" * 101: [good["id"]]}}))
+    _, err = failing("import-cases", "shop", str(path))
+    assert "name: at most 100 characters" in err
+    assert not Suite.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_cases_file_with_an_unreadable_integer_is_refused(
+    spec_file: Path, tmp_path: Path
+) -> None:
+    qualitylab("import-collection", "shop", str(spec_file))
+    path = tmp_path / "cases.json"
+    path.write_text('[{"id": "x", "expected_top_k": ' + "9" * 5000 + "}]")
+    error, _ = failing("import-cases", "shop", str(path))
+    assert "an integer of more than 4300 digits" in str(error)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("n" * 101,), "the name is longer than 100 characters"),
+        (("shop", "--base-url", "https://example.com/" + "p" * 200), "--base-url is longer"),
+        (("shop", "--title", "t" * 201), "--title is longer than 200 characters"),
+        (("shop", "--title", "caf\udce9"), "--title is not UTF-8 text"),
+    ],
+)
+def test_import_collection_refuses_settings_longer_than_their_columns(
+    spec_file: Path, args: tuple[str, ...], message: str
+) -> None:
+    name, *options = args
+    error, _ = failing("import-collection", name, str(spec_file), *options)
+    assert message in str(error)
+    assert not Collection.objects.exists()

@@ -839,3 +839,25 @@ def test_a_worker_time_limit_is_not_swallowed(
     monkeypatch.setattr(engine, "retrieve_graphify", too_slow)
     with pytest.raises(SoftTimeLimitExceeded):
         engine.run_case(demo_collection, _case())
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"openapi": "3.0.0", "paths": {"/a": {"get": {"summary": "x\\u0000"}}}}',
+        '{"openapi": "3.0.0", "paths": {"/a\\ud800": {"get": {"responses": {}}}}}',
+        'openapi: 3.0.0\npaths:\n  /a:\n    get: {summary: "x\\0y"}\n',
+    ],
+    ids=["json-nul", "json-surrogate-key", "yaml-nul-escape"],
+)
+def test_a_spec_holding_text_the_database_cannot_store_is_refused_naming_where(
+    text: str,
+) -> None:
+    with pytest.raises(SpecError, match="the database cannot store it") as raised:
+        engine.parse_spec(text)
+    assert "spec.paths./a" in str(raised.value)
+
+
+def test_a_spec_with_a_nul_byte_is_refused() -> None:
+    with pytest.raises(SpecError):
+        engine.parse_spec("openapi: 3.0.0\npaths:\n  /a:\n    get: {summary: x\x00}\n")

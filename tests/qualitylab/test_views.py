@@ -434,6 +434,23 @@ def test_an_import_with_errors_writes_nothing_and_lists_each_error(
     assert {case.case_id: case.query for case in shop.cases.all()} == before
 
 
+def test_an_import_of_text_the_database_cannot_store_is_refused_by_case(
+    operator: Client, shop: Collection
+) -> None:
+    documents = [
+        {"id": "nul-query", "mode": "search", "query": "list \u0000 orders"},
+        {"id": "bad\ud800", "mode": "search", "query": "x"},
+        {"id": "long-text", "mode": "search", "query": "x", "description": "d" * 501},
+    ]
+    response = operator.post("/qualitylab/shop/cases/import", {"cases_file": cases_file(documents)})
+    assert response.status_code == 400
+    content = response.content.decode()
+    assert "case 0 (nul-query): query: holds U+0000 (NUL) or a lone surrogate" in content
+    assert "case 1 (bad\ufffd): id: " in content
+    assert "case 2 (long-text): description: description is 501 characters" in content
+    assert not shop.cases.filter(case_id__in=["nul-query", "long-text"]).exists()
+
+
 def test_an_import_that_is_not_a_json_list_is_a_form_error(
     operator: Client, shop: Collection
 ) -> None:
@@ -1030,3 +1047,15 @@ def test_a_case_form_json_field_nested_past_the_limit_names_the_field(
     assert response.status_code == 400
     errors = response.context["form"].errors
     assert any("nested deeper than 64 levels" in error for error in errors["provided_entities"])
+def test_a_base_url_longer_than_its_column_is_a_form_error(
+    client_as: Callable[..., Client], shop: Collection
+) -> None:
+    long_url = "https://example.com/" + "p" * 200
+    response = client_as("operator").post(
+        f"/qualitylab/{shop.name}/settings",
+        {"base_url": long_url, "allowed_hosts": "example.com", "auth_header": "Authorization"},
+    )
+    assert response.status_code == 400
+    assert "at most 200 characters" in response.content.decode()
+    shop.refresh_from_db()
+    assert shop.base_url != long_url

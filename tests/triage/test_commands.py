@@ -103,3 +103,17 @@ def test_ingest_file_says_an_over_long_id_is_too_long(tmp_path: Path) -> None:
         f"item 1 ({'y' * 64}...): rejected id_too_long id: id is 5000 characters long; "
         "the limit is 200." in err.getvalue()
     )
+@pytest.mark.parametrize("owner", ["o" * 101, "a\u0000b", ""])
+def test_ingest_file_refuses_an_owner_the_ledger_cannot_store(tmp_path: Path, owner: str) -> None:
+    path = tmp_path / "traffic.ndjson"
+    path.write_text(json.dumps(failure_item()) + "\n")
+    with pytest.raises(CommandError, match="--owner must be 1-100 characters"):
+        call_command("ingest", str(path), "--owner", owner)
+    assert not FailureRecord.objects.exists()
+
+
+def test_ingest_file_with_an_integer_python_cannot_read_names_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "traffic.ndjson"
+    path.write_text(json.dumps(failure_item()) + "\n" + '{"id": ' + "9" * 5000 + "}\n")
+    with pytest.raises(CommandError, match=r"traffic.ndjson:2: not JSON \(an integer"):
+        call_command("ingest", str(path))

@@ -44,6 +44,7 @@ from qualitylab.models import (
 )
 from triage.collection_names import CollectionNameError, check_collection_name
 from triage.json_limits import JSONTooDeep, loads_bounded
+from triage.storable import has_unstorable_text, replace_unstorable_text
 
 # Exit codes: 1 = the cases (or the input) are the problem; 2 = the machinery is (the queue
 # is down, the temporary worker died, nothing finished in time).
@@ -206,6 +207,13 @@ class Command(BaseCommand):
                 URLValidator(schemes=["http", "https"])(base_url)
             except ValidationError:
                 raise CommandError(f"--base-url {base_url!r} is not an http(s) URL.") from None
+        for option, value in (("name", name), ("base_url", base_url), ("title", options["title"])):
+            limit = Collection._meta.get_field(option).max_length or 0
+            label = "the name" if option == "name" else f"--{option.replace('_', '-')}"
+            if value and len(value) > limit:
+                raise CommandError(f"{label} is longer than {limit} characters.")
+            if value and has_unstorable_text(value):  # argv bytes that are not UTF-8
+                raise CommandError(f"{label} is not UTF-8 text.")
         spec_text = _read_text(spec_path, what="spec")
         collection = Collection.objects.filter(name=name).first()
         try:
@@ -299,7 +307,8 @@ class Command(BaseCommand):
 
     def _fail_import(self, errors: list[str]) -> None:
         for error in errors:
-            self.stderr.write(error)
+            # A file's ids are quoted: a lone surrogate in one could not be written out.
+            self.stderr.write(replace_unstorable_text(error))
         raise CommandError(
             f"{len(errors)} error{'s' if len(errors) != 1 else ''}; nothing was written.",
             returncode=EXIT_FAILED,
@@ -401,6 +410,8 @@ def _read_json(path: Path) -> Any:
         raise CommandError(
             f"{path}: not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})."
         ) from None
+    except ValueError:  # an integer of more digits than Python converts
+        raise CommandError(f"{path}: not JSON (an integer of more than 4300 digits).") from None
 
 
 def _collection(name: str) -> Collection:
@@ -471,6 +482,9 @@ def _duplicate_ids(documents: list[Any]) -> list[str]:
     return errors
 
 
+_SUITE_NAME_MAX = Suite._meta.get_field("name").max_length or 100
+
+
 def _suite_errors(collection: Collection, documents: list[Any], suites: Any) -> list[str]:
     if not isinstance(suites, dict):
         return ['suites: must be an object {"suite-name": ["case-id", ...]}']
@@ -484,6 +498,8 @@ def _suite_errors(collection: Collection, documents: list[Any], suites: Any) -> 
             validate_slug(name)
         except ValidationError:
             errors.append(f"suite {name!r}: name: letters, digits, '-' and '_' only")
+        if len(name) > _SUITE_NAME_MAX:
+            errors.append(f"suite {name[:40]!r}...: name: at most {_SUITE_NAME_MAX} characters")
         if not isinstance(case_ids, list) or not all(isinstance(i, str) for i in case_ids):
             errors.append(f"suite {name!r}: cases: must be a list of case ids")
             continue

@@ -11,6 +11,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from triage.ingest import ACCEPTED, CONFLICT, DUPLICATE, REJECTED, batch_ingest
 from triage.json_limits import JSONTooDeep, loads_bounded
+from triage.models import IngestBatch
+from triage.storable import has_unstorable_text
 
 
 class Command(BaseCommand):
@@ -27,6 +29,10 @@ class Command(BaseCommand):
         path: Path = options["file"]
         if not path.is_file():
             raise CommandError(f"{path} is not a file.")
+        owner: str = options["owner"]
+        limit = IngestBatch._meta.get_field("owner").max_length or 100
+        if not owner or len(owner) > limit or has_unstorable_text(owner):
+            raise CommandError(f"--owner must be 1-{limit} characters, without NUL.")
         items: list[Any] = []
         with path.open(encoding="utf-8") as lines:
             for number, line in enumerate(lines, start=1):
@@ -38,13 +44,15 @@ class Command(BaseCommand):
                     raise CommandError(f"{path}:{number}: {exc} (TRIAGE_JSON_MAX_DEPTH).") from None
                 except json.JSONDecodeError as exc:
                     raise CommandError(f"{path}:{number}: not JSON ({exc.msg}).") from None
+                except ValueError:  # an integer of more digits than Python converts
+                    raise CommandError(
+                        f"{path}:{number}: not JSON (an integer of more than 4300 digits)."
+                    ) from None
         totals: Counter[str] = Counter()
         codes: Counter[str] = Counter()
         size = settings.TRIAGE_INGEST_MAX_ITEMS
         for start in range(0, len(items), size):
-            outcome = batch_ingest(
-                owner=options["owner"], items=items[start : start + size], channel="cli"
-            )
+            outcome = batch_ingest(owner=owner, items=items[start : start + size], channel="cli")
             for item in outcome.items:
                 totals[item.status] += 1
                 if item.error:
