@@ -460,7 +460,6 @@ def test_a_cases_file_nested_past_the_limit_names_the_limit(
     assert not QualityCase.objects.exists()
 
 
-
 @pytest.mark.django_db
 @pytest.mark.parametrize(
     ("change", "field"),

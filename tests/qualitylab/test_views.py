@@ -1047,6 +1047,8 @@ def test_a_case_form_json_field_nested_past_the_limit_names_the_field(
     assert response.status_code == 400
     errors = response.context["form"].errors
     assert any("nested deeper than 64 levels" in error for error in errors["provided_entities"])
+
+
 def test_a_base_url_longer_than_its_column_is_a_form_error(
     client_as: Callable[..., Client], shop: Collection
 ) -> None:

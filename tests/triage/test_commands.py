@@ -103,6 +103,8 @@ def test_ingest_file_says_an_over_long_id_is_too_long(tmp_path: Path) -> None:
         f"item 1 ({'y' * 64}...): rejected id_too_long id: id is 5000 characters long; "
         "the limit is 200." in err.getvalue()
     )
+
+
 @pytest.mark.parametrize("owner", ["o" * 101, "a\u0000b", ""])
 def test_ingest_file_refuses_an_owner_the_ledger_cannot_store(tmp_path: Path, owner: str) -> None:
     path = tmp_path / "traffic.ndjson"

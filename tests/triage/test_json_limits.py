@@ -26,8 +26,9 @@ def _depth(value: Any) -> int:
 _TRICKY_TEXT = st.text(alphabet='[]{}"\\ab\u00e9\U0001f600', max_size=8)
 _JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | _TRICKY_TEXT,
-    lambda children: st.lists(children, max_size=3)
-    | st.dictionaries(_TRICKY_TEXT, children, max_size=3),
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(_TRICKY_TEXT, children, max_size=3)
+    ),
     max_leaves=30,
 )
 

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('triage', '0009_daily_rollups_updated_in_place'),
+        ('triage', '0010_quota_window_bytes'),
     ]
 
     operations = [
