@@ -513,7 +513,7 @@ def test_a_cases_file_with_an_unreadable_integer_is_refused(
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (("n" * 101,), "the name is longer than 100 characters"),
+        (("n" * 101,), "name is longer than 100 characters"),
         (("shop", "--base-url", "https://example.com/" + "p" * 200), "--base-url is longer"),
         (("shop", "--title", "t" * 201), "--title is longer than 200 characters"),
         (("shop", "--title", "caf\udce9"), "--title is not UTF-8 text"),
