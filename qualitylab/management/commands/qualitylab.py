@@ -208,7 +208,7 @@ class Command(BaseCommand):
             except ValidationError:
                 raise CommandError(f"--base-url {base_url!r} is not an http(s) URL.") from None
         for option, value in (("name", name), ("base_url", base_url), ("title", options["title"])):
-            limit = Collection._meta.get_field(option).max_length or 0
+            limit = getattr(Collection._meta.get_field(option), "max_length", None) or 0
             label = "the name" if option == "name" else f"--{option.replace('_', '-')}"
             if value and len(value) > limit:
                 raise CommandError(f"{label} is longer than {limit} characters.")
