@@ -244,6 +244,9 @@ TRIAGE_INGEST_QUOTA_PER_MINUTE = env_int("TRIAGE_INGEST_QUOTA_PER_MINUTE", 600_0
 # A running run whose worker has not reported for this long is taken over by a redelivery.
 QUALITYLAB_STALE_RUN_SECONDS = env_int("QUALITYLAB_STALE_RUN_SECONDS", 60, minimum=1)
 QUALITYLAB_EXECUTE_TIMEOUT_SECONDS = env_float("QUALITYLAB_EXECUTE_TIMEOUT_SECONDS", 30.0)
+# The largest OpenAPI spec an import takes (upload, paste, CLI): refused before it is read.
+# The default takes the largest public descriptions (GitHub's 13 MB, the cloud providers').
+QUALITYLAB_MAX_SPEC_BYTES = env_int("QUALITYLAB_MAX_SPEC_BYTES", 64 * 1024 * 1024, minimum=1)
 TRIAGE_DATABASE_RETRY_AFTER_SECONDS = env_int("TRIAGE_DATABASE_RETRY_AFTER_SECONDS", 5, minimum=1)
 # Retention (triage/retention.py): failure records that occurred more than this many days ago
 # are pruned every hour by beat (and by `manage.py prune_records`); 0 keeps them forever.

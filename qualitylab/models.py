@@ -76,6 +76,8 @@ class CollectionVersion(models.Model):
     readiness_summary = models.JSONField(default=dict, blank=True)
     semantic_summary = models.JSONField(default=dict, blank=True)
     operation_count = models.PositiveIntegerField(default=0)
+    # The built catalog's tool names (operationIds): what a case may name, checked on save.
+    tool_names = models.JSONField(default=list, blank=True)
     graph_tool_call_version = models.CharField(max_length=40, blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL

@@ -65,7 +65,7 @@ def collection_create(
     The spec is parsed right away, so a file that is not OpenAPI is refused with its
     parse error instead of becoming a failed build.
     """
-    engine.parse_spec(spec_text)
+    parse_spec(spec_text)
     if Collection.objects.filter(name=name).exists():
         raise CollectionError(f"A collection named {name!r} already exists.")
     with transaction.atomic():
@@ -91,7 +91,7 @@ def collection_rebuild(
         if latest is None:
             raise CollectionError("This collection has no spec to rebuild.")
         spec_text = latest.spec_source
-    engine.parse_spec(spec_text)
+    parse_spec(spec_text)
     with transaction.atomic():
         return _new_version(collection=collection, spec_text=spec_text, user=user)
 
@@ -116,6 +116,27 @@ def collection_update(
         update_fields=["title", "base_url", "allowed_hosts", "auth_profile", "mutations_allowed"]
     )
     return collection
+
+
+def max_spec_bytes() -> int:
+    """The deployment's spec size limit (QUALITYLAB_MAX_SPEC_BYTES)."""
+    return int(settings.QUALITYLAB_MAX_SPEC_BYTES)
+
+
+def spec_too_large_message(*, size: int | None = None) -> str:
+    """What a refused spec's person reads: its size, the limit and the setting."""
+    limit = max_spec_bytes()
+    what = f"The spec ({engine.format_size(size)})" if size is not None else "The spec"
+    return (
+        f"{what} is larger than the {engine.format_size(limit)} limit; nothing was read. "
+        "Raise QUALITYLAB_MAX_SPEC_BYTES to import it (a build needs about 30 times the "
+        "spec's size in worker memory)."
+    )
+
+
+def parse_spec(spec_text: str) -> dict[str, Any]:
+    """The engine's parse under the deployment's size limit."""
+    return engine.parse_spec(spec_text, max_bytes=max_spec_bytes())
 
 
 def _host_of(url: str) -> list[str]:
@@ -181,7 +202,7 @@ def version_build(*, version_id: int) -> CollectionVersion | None:
         )
 
     try:
-        built = engine.build_artifact(engine.parse_spec(version.spec_source), progress=progress)
+        built = engine.build_artifact(parse_spec(version.spec_source), progress=progress)
     except engine.SpecError as exc:
         _version_failed(version_id, f"The spec could not be read: {exc}")
         return version
@@ -200,6 +221,7 @@ def version_build(*, version_id: int) -> CollectionVersion | None:
             readiness_summary=built.readiness_summary,
             semantic_summary=built.semantic_summary,
             operation_count=built.operation_count,
+            tool_names=list(built.tool_names),
             graph_tool_call_version=built.graph_tool_call_version,
             built_at=timezone.now(),
         )
@@ -261,10 +283,25 @@ def case_to_json(case: QualityCase) -> dict[str, Any]:
     return data
 
 
+def collection_tool_names(*, collection: Collection) -> frozenset[str] | None:
+    """The tools of the collection's built version (what a case may name), or None while
+    nothing is built yet: a case saved then is checked by shape only."""
+    if collection.current_version_id is None:
+        return None
+    names = (
+        CollectionVersion.objects.filter(pk=collection.current_version_id)
+        .values_list("tool_names", flat=True)
+        .first()
+    )
+    return frozenset(names) if names else None
+
+
 def cases_import(*, collection: Collection, documents: list[Any]) -> ImportReport:
-    """Create or update cases from documented-schema JSON; every case is checked first and
-    nothing is written when any is wrong, so a half-imported file never happens."""
+    """Create or update cases from documented-schema JSON; every case is checked first (its
+    tool names against the collection's tools) and nothing is written when any is wrong,
+    so a half-imported file never happens."""
     report = ImportReport()
+    tool_names = collection_tool_names(collection=collection)
     specs: list[tuple[engine.CaseSpec, bool]] = []
     for index, document in enumerate(documents):
         if not isinstance(document, dict):
@@ -274,6 +311,8 @@ def cases_import(*, collection: Collection, documents: list[Any]) -> ImportRepor
         body = {key: value for key, value in document.items() if key != "active"}
         try:
             spec = engine.CaseSpec.from_json(body)
+            if tool_names is not None:
+                engine.check_case_tools(spec, tool_names)
         except engine.CaseSpecError as exc:
             report.errors.append(f"case {index} ({document.get('id', 'no id')}): {exc}")
             continue
@@ -298,10 +337,15 @@ def case_save(
     document: dict[str, Any],
     active: bool = True,
     failure_group: Any = None,
+    check_tools: bool = True,
 ) -> QualityCase:
     """Create or edit one case from the form (validated like an import); a case made from a
-    failure group is linked to the group it protects."""
+    failure group is linked to the group it protects. Raises CaseSpecError for a bad case
+    or a tool the collection does not have."""
     spec = engine.CaseSpec.from_json(document)
+    tool_names = collection_tool_names(collection=collection) if check_tools else None
+    if tool_names is not None:
+        engine.check_case_tools(spec, tool_names)
     values = _case_values(spec, active=active)
     if failure_group is not None:
         values["failure_group"] = failure_group
@@ -501,7 +545,7 @@ def _case_outcome(
     case: QualityCase,
     *,
     loaded: engine.LoadedCollection,
-    context: engine.ExecutionContext | None,
+    context: engine.ExecutionContext,
     shadow: engine.Rerank | None,
 ) -> engine.CaseOutcome:
     try:
@@ -653,11 +697,11 @@ def _finish_run(run: CaseRun, *, status: str) -> None:
     run.refresh_from_db()
 
 
-def execution_context(collection: Collection) -> engine.ExecutionContext | None:
+def execution_context(collection: Collection) -> engine.ExecutionContext:
     """Where execute cases call, as whom: each session's credential is read from the
-    environment variable the collection's auth profile names (never stored)."""
-    if not collection.base_url:
-        return None
+    environment variable the collection's auth profile names (never stored). A collection
+    without a base URL gets a context with an empty one: its execute cases then fail as
+    ``execute/base_url_not_configured``, after the mutation-safety rule has been judged."""
     profile = collection.auth_profile or {}
     header_names = tuple(profile.get("header_names") or ("Authorization",))
     scheme = profile.get("scheme", "Bearer")

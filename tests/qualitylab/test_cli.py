@@ -291,7 +291,8 @@ def test_json_report_has_the_summary_metrics_and_every_result(
     out_path = tmp_path / "report.json"
     qualitylab("run", "shop", "--mode", "plan", "--repeat", "2", "--json", str(out_path))
     report = json.loads(out_path.read_text(encoding="utf-8"))
-    assert set(report) == {"run", "metrics", "results"}
+    assert set(report) == {"run", "metrics", "configuration_gaps", "results"}
+    assert report["configuration_gaps"] == []
     summary = report["run"]
     run = CaseRun.objects.get()
     assert summary["id"] == run.pk and summary["status"] == "done"
