@@ -323,22 +323,21 @@ RUN_GAP_TEXT: dict[str, tuple[str, str]] = {
 }
 
 
-def run_gaps(*, run: CaseRun) -> list[RunGap]:
-    """Why some execute cases of the run could not run (configuration, not failures)."""
-    rows = (
-        run.results.filter(failure_reason__in=list(RUN_GAP_TEXT))
-        .values("failure_reason")
-        .annotate(cases=Count("case_id", distinct=True))
-        .order_by("failure_reason")
-    )
+def run_gaps(*, results: Iterable[CaseResult]) -> list[RunGap]:
+    """Why some execute cases of a run could not run (configuration, not failures), from
+    its results (already loaded by the page: no query)."""
+    cases: dict[str, set[int]] = {}
+    for result in results:
+        if result.failure_reason in RUN_GAP_TEXT:
+            cases.setdefault(result.failure_reason, set()).add(result.case_id)
     return [
         RunGap(
-            reason=row["failure_reason"],
-            cases=row["cases"],
-            message=RUN_GAP_TEXT[row["failure_reason"]][0],
-            fix=RUN_GAP_TEXT[row["failure_reason"]][1],
+            reason=reason,
+            cases=len(case_ids),
+            message=RUN_GAP_TEXT[reason][0],
+            fix=RUN_GAP_TEXT[reason][1],
         )
-        for row in rows
+        for reason, case_ids in sorted(cases.items())
     ]
 
 
@@ -375,7 +374,7 @@ def run_results(*, run: CaseRun) -> RunView:
         run=run,
         lines=ordered,
         comparison=run_comparison(run=run, lines=ordered),
-        gaps=run_gaps(run=run),
+        gaps=run_gaps(results=(result for line in ordered for result in line.results)),
     )
 
 

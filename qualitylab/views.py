@@ -224,7 +224,12 @@ def collection_spec(request: HttpRequest, name: str) -> HttpResponse:
 def _collection_spec(
     request: HttpRequest, collection: Collection, limit: uploads.SpecUploadLimit
 ) -> HttpResponse:
-    form = SpecSourceForm(request.POST or None, request.FILES or None, upload_refused=limit.refused)
+    posted = request.method == "POST"
+    form = SpecSourceForm(
+        request.POST if posted else None,
+        request.FILES if posted else None,
+        upload_refused=limit.refused,
+    )
     if request.method == "POST" and form.is_valid():
         try:
             version = services.collection_rebuild(

@@ -12,6 +12,7 @@ import pytest
 from qualitylab import demo, engine
 from qualitylab.engine import CaseSpec, CaseSpecError, SpecError
 from qualitylab.sandbox import SandboxServer
+from tests.qualitylab.specs import LIST_PULLS_CASE, slash_spec
 from triage import taxonomy
 
 # --------------------------------------------------------------------------------------
@@ -849,18 +850,10 @@ def test_mutation_safety_is_judged_before_the_missing_base_url(
 
 
 def test_a_relative_spec_server_is_named_as_the_reason_there_is_no_base_url() -> None:
-    built = engine.build_artifact(_slash_spec())
+    built = engine.build_artifact(slash_spec())
     assert built.default_base_url is None
     loaded = engine.engine_for(built.artifact, built.artifact_hash)
-    case = CaseSpec.from_json(
-        {
-            "id": "gh",
-            "mode": "execute",
-            "query": "list the pull requests of a repository",
-            "expected_target": "pulls/list",
-            "provided_entities": {"owner": "octo", "repo": "hello"},
-        }
-    )
+    case = CaseSpec.from_json(LIST_PULLS_CASE)
     outcome = engine.run_case(loaded, case, execution=_no_base_url())
     assert outcome.failure is not None, outcome.to_dict()
     assert outcome.failure["reason"] == "base_url_not_configured", outcome.failure
@@ -873,38 +866,8 @@ def test_a_relative_spec_server_is_named_as_the_reason_there_is_no_base_url() ->
 # --------------------------------------------------------------------------------------
 
 
-def _slash_spec() -> dict[str, Any]:
-    """A GitHub-shaped spec: operationIds like ``pulls/list`` and a relative server."""
-
-    def operation(operation_id: str, summary: str) -> dict[str, Any]:
-        return {
-            "operationId": operation_id,
-            "summary": summary,
-            "parameters": [
-                {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
-                for name in ("owner", "repo")
-            ],
-            "responses": {"200": {"description": "ok"}},
-        }
-
-    return {
-        "openapi": "3.0.3",
-        "info": {"title": "GitHub-like", "version": "1"},
-        "servers": [{"url": "/api/v3"}],
-        "paths": {
-            "/repos/{owner}/{repo}/pulls": {
-                "get": operation("pulls/list", "List pull requests"),
-                "post": operation("pulls/create", "Create a pull request"),
-            },
-            "/repos/{owner}/{repo}/issues": {
-                "get": operation("issues/list-for-repo", "List repository issues"),
-            },
-        },
-    }
-
-
 def test_the_spec_size_limit_is_the_callers() -> None:
-    text = json.dumps(_slash_spec())
+    text = json.dumps(slash_spec())
     assert engine.parse_spec(text, max_bytes=len(text))["openapi"] == "3.0.3"
     with pytest.raises(SpecError, match=r"larger than the 1 KiB limit"):
         engine.parse_spec(text + " " * 1024, max_bytes=1024)
@@ -914,7 +877,7 @@ def test_the_spec_size_limit_is_the_callers() -> None:
 
 
 def test_operation_ids_with_a_slash_are_tool_names_the_collection_has() -> None:
-    built = engine.build_artifact(_slash_spec())
+    built = engine.build_artifact(slash_spec())
     assert built.tool_names == ("issues/list-for-repo", "pulls/create", "pulls/list")
     case = CaseSpec.from_json(
         {

@@ -357,7 +357,7 @@ class Command(BaseCommand):
                 json.dumps(run_report(run), indent=2, ensure_ascii=False, default=str) + "\n",
                 encoding="utf-8",
             )
-        for run_gap in selectors.run_gaps(run=run):
+        for run_gap in selectors.run_gaps(results=run.results.only("case_id", "failure_reason")):
             self.stderr.write(
                 f"{run_gap.cases} execute case{'s' if run_gap.cases != 1 else ''} "
                 f"{run_gap.message} (execute/{run_gap.reason}); to run them: {run_gap.fix}."
@@ -557,7 +557,7 @@ def run_report(run: CaseRun) -> dict[str, Any]:
         "metrics": run.metrics,
         "configuration_gaps": [
             {"reason": gap.reason, "cases": gap.cases, "message": gap.message, "fix": gap.fix}
-            for gap in selectors.run_gaps(run=run)
+            for gap in selectors.run_gaps(results=run.results.only("case_id", "failure_reason"))
         ],
         "results": [
             {
