@@ -697,4 +697,3 @@ def test_adapter_reasons_are_the_desks_own_and_documented() -> None:
     # Nothing was called, and a configuration gap is neither a bug nor worth a retry.
     assert (gap.stage, gap.lane, gap.retryable) == ("execute", "policy_blocked", False)
     assert (gap.api_called, gap.default_execution_state) == ("no", "not_started")
-
