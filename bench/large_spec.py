@@ -133,9 +133,9 @@ def _property(rng: random.Random, depth: int, schema_names: list[str]) -> dict[s
                 for index in range(rng.randint(2, 6))
             },
         }
-    if schema_names and kind < 0.25:
+    if schema_names and kind < 0.12:
         return {"$ref": f"#/components/schemas/{rng.choice(schema_names)}"}
-    if schema_names and kind < 0.33:
+    if schema_names and kind < 0.15:
         return {
             "type": "array",
             "items": {"$ref": f"#/components/schemas/{rng.choice(schema_names)}"},
@@ -187,13 +187,15 @@ def generate(*, operations: int = 1223, seed: int = 7) -> dict[str, Any]:
     schema_names: list[str] = []
     schemas: dict[str, Any] = {}
     # Three tiers, like GitHub's (simple-user, then repository, then pull-request): a schema
-    # refers only to the tiers below it, so a $ref chain is at most three deep.
+    # refers only to the tiers below it, so a $ref chain is at most three deep and what the
+    # engine resolves per operation stays near GitHub's own.
     tiers: list[list[str]] = [[], [], []]
     count = max(40, operations * 4 // 5)
     for index in range(count):
         tier = min(2, index * 4 // count)
         name = f"{rng.choice(NOUNS)}-{rng.choice(WORDS)}-{index}"
-        below = [known for lower in tiers[:tier] for known in lower]
+        # Mostly leaves (like simple-user), now and then a middle one (like repository).
+        below = tiers[0] + tiers[1][::8] if tier == 2 else list(tiers[0]) if tier else []
         schemas[name] = _schema(rng, name.replace("-", " ").title(), below)
         tiers[tier].append(name)
         schema_names.append(name)
@@ -287,7 +289,7 @@ def generate(*, operations: int = 1223, seed: int = 7) -> dict[str, Any]:
                     "required": True,
                     "content": {
                         "application/json": {
-                            "schema": _schema(rng, f"{verb} {noun}", schema_names, (1, 5))
+                            "schema": _schema(rng, f"{verb} {noun}", tiers[0], (1, 5))
                         }
                     },
                 }

@@ -289,9 +289,9 @@ def parse_spec(text: str | bytes, *, max_bytes: int = DEFAULT_MAX_SPEC_BYTES) ->
             ) from None
         except RecursionError:
             raise SpecError("the JSON is nested too deeply") from None
+        spec = document  # what json.loads gives is JSON already
     else:
-        document = _load_yaml(text)
-    spec = _json_safe(document)
+        spec = _json_safe(_load_yaml(text))
     _validate_openapi(spec)
     return cast(dict[str, Any], spec)
 
@@ -376,12 +376,13 @@ def build_artifact(
     """Build the collection artifact for ``spec`` (a dict: nothing is ever fetched)."""
     report = progress or (lambda _stage, _fraction: None)
     report("validate", 0.0)
+    # A JSON round trip: plain JSON for the engine, and a copy the build may change.
     spec = cast(dict[str, Any], _json_safe(spec))
     _validate_openapi(spec)
     report("build", 0.1)
     try:
         artifact = build_openapi_collection_artifact(
-            copy.deepcopy(spec),
+            spec,
             allow_private_hosts=False,
             semantic_options=semantic_options,
         )
@@ -413,11 +414,17 @@ def build_artifact(
 
 def artifact_hash(artifact: Mapping[str, Any]) -> str:
     """sha256 of the artifact's canonical JSON, without its build timestamps."""
-    stable = copy.deepcopy(dict(artifact))
+    # Copies only of the dicts on the way to a timestamp: a big artifact is never copied.
+    stable = dict(artifact)
     for path in _VOLATILE_ARTIFACT_KEYS:
         node: Any = stable
         for key in path[:-1]:
-            node = node.get(key) if isinstance(node, dict) else None
+            child = node.get(key) if isinstance(node, dict) else None
+            if not isinstance(child, dict):
+                node = None
+                break
+            node[key] = child = dict(child)
+            node = child
         if isinstance(node, dict):
             node.pop(path[-1], None)
     encoded = json.dumps(
