@@ -151,6 +151,7 @@ from graph_tool_call.plan import (
     resolve_bindings,
 )
 
+from qualitylab import artifact_json
 from qualitylab import assertions as case_assertions
 from qualitylab.assertions import AssertionSet, CaseSpecError
 from triage import taxonomy
@@ -372,13 +373,20 @@ def build_artifact(
     *,
     progress: Progress | None = None,
     semantic_options: dict[str, Any] | None = None,
+    parsed: bool = False,
 ) -> BuiltArtifact:
-    """Build the collection artifact for ``spec`` (a dict: nothing is ever fetched)."""
+    """Build the collection artifact for ``spec`` (a dict: nothing is ever fetched).
+
+    ``parsed=True`` says ``spec`` is :func:`parse_spec`'s fresh result, already plain JSON
+    and checked, which the build may consume: no copy of it is made (a big spec's copy
+    costs seconds and a hundred MB).
+    """
     report = progress or (lambda _stage, _fraction: None)
     report("validate", 0.0)
-    # A JSON round trip: plain JSON for the engine, and a copy the build may change.
-    spec = cast(dict[str, Any], _json_safe(spec))
-    _validate_openapi(spec)
+    if not parsed:
+        # A JSON round trip: plain JSON for the engine, and a copy the build may change.
+        spec = cast(dict[str, Any], _json_safe(spec))
+        _validate_openapi(spec)
     report("build", 0.1)
     try:
         artifact = build_openapi_collection_artifact(
@@ -427,10 +435,10 @@ def artifact_hash(artifact: Mapping[str, Any]) -> str:
             node = child
         if isinstance(node, dict):
             node.pop(path[-1], None)
-    encoded = json.dumps(
-        stable, ensure_ascii=False, sort_keys=True, separators=(",", ":"), default=str
-    ).encode("utf-8")
-    return hashlib.sha256(encoded).hexdigest()
+    digest = hashlib.sha256()
+    for piece in artifact_json.json_pieces(stable, sort_keys=True, ensure_ascii=False, default=str):
+        digest.update(piece.encode("utf-8"))
+    return digest.hexdigest()
 
 
 def _issues_by_severity(readiness: Mapping[str, Any]) -> dict[str, dict[str, int]]:

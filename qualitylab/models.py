@@ -10,6 +10,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from qualitylab import artifact_json
 from triage.fields import BulkJSONField
 
 
@@ -103,7 +104,7 @@ class CollectionVersion(models.Model):
 
     @staticmethod
     def compress(artifact: dict[str, Any]) -> bytes:
-        return zlib.compress(json.dumps(artifact, separators=(",", ":")).encode(), 6)
+        return artifact_json.compress(artifact, level=6)
 
 
 class CaseMode(models.TextChoices):

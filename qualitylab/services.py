@@ -202,7 +202,9 @@ def version_build(*, version_id: int) -> CollectionVersion | None:
         )
 
     try:
-        built = engine.build_artifact(parse_spec(version.spec_source), progress=progress)
+        built = engine.build_artifact(
+            parse_spec(version.spec_source), progress=progress, parsed=True
+        )
     except engine.SpecError as exc:
         _version_failed(version_id, f"The spec could not be read: {exc}")
         return version
@@ -230,8 +232,12 @@ def version_build(*, version_id: int) -> CollectionVersion | None:
             collection.base_url = built.default_base_url
         collection.current_version_id = version_id
         collection.save(update_fields=["current_version", "base_url"])
-    version.refresh_from_db()
-    return version
+    # Without the spec and the artifact: the caller has them, or reads them when it must.
+    return (
+        CollectionVersion.objects.select_related("collection")
+        .defer("spec_source", "artifact_compressed")
+        .get(pk=version_id)
+    )
 
 
 def _version_failed(version_id: int, message: str) -> None:

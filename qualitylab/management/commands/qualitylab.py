@@ -65,6 +65,9 @@ for them as a CI gate.
       [--allow-mutations | --no-allow-mutations] [--wait]
       (when NAME exists: builds a new version of it, and the options given change its
       settings; its cases, suites and runs stay)
+      (a SPEC over QUALITYLAB_MAX_SPEC_BYTES, 64 MiB by default, is refused from its size,
+      unread; without --base-url or an absolute servers URL in the spec, execute cases
+      cannot run: the command says so once the build is ready)
   qualitylab import-cases NAME CASES.json
   qualitylab run NAME [--suite S] [--mode M] [--repeat N] [--wait] [--json OUT]
       [--fail-under RATE]
