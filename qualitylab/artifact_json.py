@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import functools
 import json
+import queue
+import threading
 import zlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
 # The artifact, its top-level sections, then one piece per tool or node.
 _SPLIT_DEPTH = 2
+_BATCH_BYTES = 1 << 20
 
 
 def json_pieces(
@@ -50,9 +53,44 @@ def _pieces(value: Any, depth: int, dumps: Callable[[Any], str], sort_keys: bool
     yield "}"
 
 
-def compress(value: Any, *, level: int = 6) -> bytes:
-    """zlib of ``json.dumps(value, separators=(",", ":"))``, compressed as it is encoded."""
+def compress(value: Any, *, level: int = 1) -> bytes:
+    """zlib of ``json.dumps(value, separators=(",", ":"))``, compressed as it is encoded.
+
+    The encoding holds the GIL and zlib does not: a thread compresses each megabyte while
+    the next one is encoded, so on two cores this costs about the encoding alone. Level 1:
+    GitHub's artifact compresses about a third larger than at 6, in a third of the time.
+    """
     compressor = zlib.compressobj(level)
-    chunks = [compressor.compress(piece.encode()) for piece in json_pieces(value)]
-    chunks.append(compressor.flush())
-    return b"".join(chunks)
+    compressed: list[bytes] = []
+    failure: list[BaseException] = []
+    batches: queue.Queue[bytes | None] = queue.Queue(maxsize=4)
+
+    def consume() -> None:
+        while (batch := batches.get()) is not None:
+            if not failure:
+                try:
+                    compressed.append(compressor.compress(batch))
+                except BaseException as exc:  # handed to the caller below
+                    failure.append(exc)
+
+    thread = threading.Thread(target=consume, name="artifact-compress", daemon=True)
+    thread.start()
+    try:
+        buffer: list[bytes] = []
+        size = 0
+        for piece in json_pieces(value):
+            data = piece.encode()
+            buffer.append(data)
+            size += len(data)
+            if size >= _BATCH_BYTES:
+                batches.put(b"".join(buffer))
+                buffer, size = [], 0
+        if buffer:
+            batches.put(b"".join(buffer))
+    finally:
+        batches.put(None)
+        thread.join()
+    if failure:
+        raise failure[0]
+    compressed.append(compressor.flush())
+    return b"".join(compressed)

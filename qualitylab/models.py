@@ -104,7 +104,7 @@ class CollectionVersion(models.Model):
 
     @staticmethod
     def compress(artifact: dict[str, Any]) -> bytes:
-        return artifact_json.compress(artifact, level=6)
+        return artifact_json.compress(artifact)
 
 
 class CaseMode(models.TextChoices):
