@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, cast
 from unittest import mock
 
 import pytest
@@ -238,7 +238,7 @@ def test_a_spec_whose_declared_size_cannot_fit_is_refused_before_its_body_is_rea
         url,
         data=body,
         content_type="multipart/form-data; boundary=BoUnDaRy",
-        **{"wsgi.input": _UnreadBody(body), "CONTENT_LENGTH": str(len(body))},
+        **cast(dict[str, Any], {"wsgi.input": _UnreadBody(body), "CONTENT_LENGTH": str(len(body))}),
     )
     content = response.content.decode()
     assert response.status_code == 413
