@@ -129,7 +129,7 @@ def spec_too_large_message(*, size: int | None = None) -> str:
     what = f"The spec ({engine.format_size(size)})" if size is not None else "The spec"
     return (
         f"{what} is larger than the {engine.format_size(limit)} limit; nothing was read. "
-        "Raise QUALITYLAB_MAX_SPEC_BYTES to import it (a build needs about 30 times the "
+        "Raise QUALITYLAB_MAX_SPEC_BYTES to import it (a build needs about 45 times the "
         "spec's size in worker memory)."
     )
 

@@ -450,7 +450,7 @@ def test_a_spec_file_over_the_limit_is_refused_from_its_size_before_it_is_read(
     error, _ = failing("import-collection", "big", str(path))
     assert str(error) == (
         f"{path}: The spec ({size / 1024:.1f} KiB) is larger than the 1 KiB limit; nothing "
-        "was read. Raise QUALITYLAB_MAX_SPEC_BYTES to import it (a build needs about 30 "
+        "was read. Raise QUALITYLAB_MAX_SPEC_BYTES to import it (a build needs about 45 "
         "times the spec's size in worker memory)."
     )
     assert not Collection.objects.exists()
