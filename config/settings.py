@@ -278,6 +278,9 @@ try:
     )
 except ValueError as exc:
     raise ImproperlyConfigured(f"Quality Lab credentials: {exc}.") from None
+# The largest OpenAPI spec an import takes (upload, paste, CLI): refused before it is read.
+# The default takes the largest public descriptions (GitHub's 13 MB, the cloud providers').
+QUALITYLAB_MAX_SPEC_BYTES = env_int("QUALITYLAB_MAX_SPEC_BYTES", 64 * 1024 * 1024, minimum=1)
 TRIAGE_DATABASE_RETRY_AFTER_SECONDS = env_int("TRIAGE_DATABASE_RETRY_AFTER_SECONDS", 5, minimum=1)
 # Retention (triage/retention.py): failure records that occurred more than this many days ago
 # are pruned every hour by beat (and by `manage.py prune_records`); 0 keeps them forever.

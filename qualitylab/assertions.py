@@ -111,7 +111,11 @@ _OBJECT_KEYS: tuple[str, ...] = (
     "uncaught_server_error",
     *sorted(LEARNING_ASSERTION_TYPES),
 )
-_TOOL_NAME_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,200}$")
+# Tool names are operationIds as the spec spells them (GitHub's are "pulls/list"): any text
+# up to the column's 200 characters without control characters. Whether the collection has
+# the tool is checked against its built catalog (``engine.check_case_tools``).
+TOOL_NAME_MAX_LENGTH = 200
+_TOOL_NAME_FORBIDDEN_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _JSON_PATH_SEGMENT_RE = re.compile(r"\.([^.\[\]]+)|\[(\d+|\*)\]|\['([^']+)'\]")
 _MAX_ASSERTIONS = 50
 _MAX_TOP_K = 50
@@ -215,11 +219,11 @@ def _parse_typed(
         k = item.get("k", expected_top_k)
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= _MAX_TOP_K:
             raise CaseSpecError(f"{where}.k", f"must be an integer from 1 to {_MAX_TOP_K}")
-        return Assertion(kind, _tool_name(item.get("tool"), f"{where}.tool"), k=k)
+        return Assertion(kind, checked_tool_name(item.get("tool"), f"{where}.tool"), k=k)
     if kind == "selected_target":
-        return Assertion(kind, _tool_name(item.get("equals"), f"{where}.equals"))
+        return Assertion(kind, checked_tool_name(item.get("equals"), f"{where}.equals"))
     if kind == "plan_contains_tool":
-        return Assertion(kind, _tool_name(item.get("tool"), f"{where}.tool"))
+        return Assertion(kind, checked_tool_name(item.get("tool"), f"{where}.tool"))
     if kind == "http_status":
         return Assertion(kind, _statuses(item, where))
     path = item.get("path")
@@ -254,7 +258,9 @@ def _parse_object(value: Mapping[str, Any], *, mode: str, field: str) -> Asserti
     if "selected_target" in value:
         where = f"{field}.selected_target"
         _check_mode("selected_target", mode=mode, where=where)
-        checks.append(Assertion("selected_target", _tool_name(value["selected_target"], where)))
+        checks.append(
+            Assertion("selected_target", checked_tool_name(value["selected_target"], where))
+        )
     if "uncaught_server_error" in value:
         flag = value["uncaught_server_error"]
         if not isinstance(flag, bool):
@@ -319,7 +325,7 @@ def add_learning_block(assertions: AssertionSet, block: Any, *, mode: str) -> As
         raise CaseSpecError("learning", "must be an object (mode, expected_target, assertions)")
     target = block.get("expected_target")
     if target is not None:
-        _tool_name(target, "learning.expected_target")
+        checked_tool_name(target, "learning.expected_target")
     if block.get("mode") not in (None, "observe", "shadow", "promoted"):
         raise CaseSpecError("learning.mode", "must be observe, shadow or promoted")
     checks = block.get("assertions")
@@ -357,10 +363,24 @@ def _reason_codes(value: Any, where: str) -> tuple[str, ...]:
     return tuple(codes)
 
 
-def _tool_name(value: Any, where: str) -> str:
-    if not isinstance(value, str) or not _TOOL_NAME_RE.match(value):
-        raise CaseSpecError(where, "must be a tool name (operationId)")
-    return value
+def is_tool_name(value: Any) -> bool:
+    """Whether ``value`` can be a tool name at all (not whether a collection has it)."""
+    return (
+        isinstance(value, str)
+        and 0 < len(value) <= TOOL_NAME_MAX_LENGTH
+        and value.strip() == value
+        and not _TOOL_NAME_FORBIDDEN_RE.search(value)
+    )
+
+
+def checked_tool_name(value: Any, where: str) -> str:
+    if not is_tool_name(value):
+        raise CaseSpecError(
+            where,
+            f"must be a tool name (the operationId; at most {TOOL_NAME_MAX_LENGTH} "
+            "characters, no surrounding spaces or control characters)",
+        )
+    return str(value)
 
 
 def _check_mode(kind: str, *, mode: str, where: str) -> None:

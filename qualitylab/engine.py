@@ -6,10 +6,11 @@ caller needs is passed in, and everything returned is JSON-able (``to_dict()``).
 Public API
 ----------
 Collections
-    ``parse_spec(text) -> dict``
+    ``parse_spec(text, *, max_bytes=DEFAULT_MAX_SPEC_BYTES) -> dict``
         JSON or YAML (``yaml.safe_load``) text or bytes to a spec dict; raises
         :class:`SpecError` (safe to show: what failed, with line/column) unless it is an
-        OpenAPI 3.x or Swagger 2 document with at least one operation.
+        OpenAPI 3.x or Swagger 2 document with at least one operation, at most
+        ``max_bytes`` long (callers pass the QUALITYLAB_MAX_SPEC_BYTES setting).
     ``build_artifact(spec, *, progress=None, semantic_options=None) -> BuiltArtifact``
         graph-tool-call's ``build_openapi_collection_artifact`` on the dict (never a URL:
         nothing is fetched; ``allow_private_hosts=False``). ``BuiltArtifact`` carries the
@@ -20,8 +21,11 @@ Collections
     ``engine_for(artifact, artifact_hash) -> LoadedCollection``
         The loaded ``ToolGraph`` plus what the selector and synthesizer need, cached per
         process by hash (LRU of :data:`ENGINE_CACHE_SIZE`); the same hash returns the same
-        object. ``LoadedCollection.check_case(case)`` checks a case's tool names against
-        the collection (import time, raises :class:`CaseSpecError`).
+        object.
+    ``check_case_tools(case, tool_names)``
+        Checks every tool name a case mentions (targets, cleanup steps, assertions) against
+        the collection's tools; an unknown one raises :class:`CaseSpecError` naming the
+        closest tools. Tool names are operationIds as the spec spells them (``pulls/list``).
 
 Cases
     ``CaseSpec.from_json(data)`` validates the documented case schema (``id, mode, query,
@@ -46,8 +50,9 @@ Execution
     public addresses only unless ``private_allowed``, redirects checked hop by hop and
     without credentials across origins, the body capped; a refusal is
     ``execute/network_error`` with ``blocked_by`` ``address`` / ``redirect`` /
-    ``response_size`` / ``scheme`` and the refusal's evidence. ``AuthProfile``
-    describes the collection's auth (header names, required flag), never a secret.
+    ``response_size`` / ``scheme`` and the refusal's evidence. An empty ``base_url`` (or
+    no context at all) means the collection is not configured for execute mode.
+    ``AuthProfile`` describes the collection's auth (header names, required flag), never a secret.
 
 What each mode does (failure reasons are taxonomy codes; first failure wins)
 ------------------------------------------------------------------------------
@@ -68,7 +73,9 @@ plan     search, then ``select_target_candidate`` (with the case's ``llm_target`
          slot instead of raising, and Quality Lab has no user to ask.
 execute  plan, then, before any request: mutation safety (a plan with a POST/PUT/PATCH/
          DELETE step needs ``mutation_safety: "mutating"``, cleanup steps naming known
-         tools, and ``allow_mutations``; else ``cleanup/cleanup_not_configured``), the base
+         tools, and ``allow_mutations``; else ``cleanup/cleanup_not_configured``; judged
+         first, it needs no base URL), a base URL (else ``execute/base_url_not_configured``,
+         Quality Lab's own reason: a configuration gap, nothing sent), the base
          URL's host in ``allowed_hosts`` (else ``execute/network_error`` with
          ``request_sent: false`` and ``blocked_by: "allowed_hosts"``: the seed files
          allowlist problems under ``network_error`` and no code fits better), and the auth
@@ -115,6 +122,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import difflib
 import hashlib
 import json
 import re
@@ -122,7 +130,7 @@ import tempfile
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http import HTTPStatus
@@ -151,6 +159,7 @@ from graph_tool_call.plan import (
     resolve_bindings,
 )
 
+from qualitylab import artifact_json
 from qualitylab import assertions as case_assertions
 from qualitylab.assertions import AssertionSet, CaseSpecError
 from triage import outbound, taxonomy
@@ -159,6 +168,7 @@ from triage.runner_events import failure_from_runner_event
 from triage.storable import first_unstorable_text, may_hold_unstorable_text
 
 __all__ = [
+    "DEFAULT_MAX_SPEC_BYTES",
     "ENGINE_CACHE_SIZE",
     "AuthProfile",
     "BuiltArtifact",
@@ -172,16 +182,20 @@ __all__ = [
     "SpecError",
     "artifact_hash",
     "build_artifact",
+    "check_case_tools",
     "clear_engine_cache",
     "engine_for",
     "failure_record",
+    "format_size",
     "parse_spec",
     "run_case",
 ]
 
 ENGINE_CACHE_SIZE = 8
 GRAPH_TOOL_CALL_VERSION: str = str(graph_tool_call.__version__)
-MAX_SPEC_BYTES = 10_000_000
+# The largest public descriptions (GitHub's 13 MB, the cloud providers') fit; callers pass
+# the deployment's own limit (the QUALITYLAB_MAX_SPEC_BYTES setting).
+DEFAULT_MAX_SPEC_BYTES = 64 * 1024 * 1024
 LOW_CONFIDENCE_RULE = "direct match: the expected target must be a retrieval seed (seed > 0)"
 
 Rerank = Callable[[str, list[dict[str, Any]]], list[dict[str, Any]]]
@@ -324,21 +338,39 @@ def _check_yaml_expansion(root: yaml.Node, *, max_depth: int) -> None:
         stack.extend((child, False) for child in _yaml_children(node) if id(child) not in measured)
 
 
-def parse_spec(text: str | bytes, *, max_depth: int = DEFAULT_MAX_DEPTH) -> dict[str, Any]:
+def format_size(size: int) -> str:
+    """A byte count for people: ``64 MiB``, ``13.0 MiB``, ``900 KiB``."""
+    for unit, scale in (("MiB", 1024 * 1024), ("KiB", 1024)):
+        if size >= scale:
+            whole, rest = divmod(size, scale)
+            return f"{whole} {unit}" if not rest else f"{size / scale:.1f} {unit}"
+    return f"{size} bytes"
+
+
+def parse_spec(
+    text: str | bytes,
+    *,
+    max_depth: int = DEFAULT_MAX_DEPTH,
+    max_bytes: int = DEFAULT_MAX_SPEC_BYTES,
+) -> dict[str, Any]:
     """Parse JSON or YAML into an OpenAPI 3.x / Swagger 2 spec dict, or raise SpecError.
 
     Arrays and objects nested deeper than ``max_depth`` levels are refused before they are
     built, and so are YAML aliases that would expand the document (see
-    :func:`_check_yaml_expansion`)."""
+    :func:`_check_yaml_expansion`). ``max_bytes`` is the deployment's size limit; callers
+    that read a file or an upload check its size before reading it, this is the last line
+    for text already in memory.
+    """
+    too_large = f"the spec is larger than the {format_size(max_bytes)} limit"
     if isinstance(text, bytes):
-        if len(text) > MAX_SPEC_BYTES:
-            raise SpecError(f"the spec is larger than {MAX_SPEC_BYTES // 1_000_000} MB")
+        if len(text) > max_bytes:
+            raise SpecError(too_large)
         try:
             text = text.decode("utf-8-sig")
         except UnicodeDecodeError as exc:
             raise SpecError(f"the spec is not UTF-8 text (byte {exc.start})") from None
-    if len(text) > MAX_SPEC_BYTES:
-        raise SpecError(f"the spec is larger than {MAX_SPEC_BYTES // 1_000_000} MB")
+    if len(text) > max_bytes:
+        raise SpecError(too_large)
     stripped = text.lstrip("\ufeff \t\r\n")
     if not stripped:
         raise SpecError("the spec is empty")
@@ -354,9 +386,9 @@ def parse_spec(text: str | bytes, *, max_depth: int = DEFAULT_MAX_DEPTH) -> dict
                 line=exc.lineno,
                 column=exc.colno,
             ) from None
+        spec = document  # what json.loads gives is JSON already
     else:
-        document = _load_yaml(text, max_depth=max_depth)
-    spec = _json_safe(document)
+        spec = _json_safe(_load_yaml(text, max_depth=max_depth))
     _validate_openapi(spec)
     _refuse_unstorable_text(spec)
     return cast(dict[str, Any], spec)
@@ -444,6 +476,7 @@ class BuiltArtifact:
     readiness_summary: dict[str, dict[str, int]]
     semantic_summary: dict[str, Any] = field(repr=False)
     operation_count: int
+    tool_names: tuple[str, ...]
     default_base_url: str | None
     graph_tool_call_version: str
 
@@ -453,16 +486,24 @@ def build_artifact(
     *,
     progress: Progress | None = None,
     semantic_options: dict[str, Any] | None = None,
+    parsed: bool = False,
 ) -> BuiltArtifact:
-    """Build the collection artifact for ``spec`` (a dict: nothing is ever fetched)."""
+    """Build the collection artifact for ``spec`` (a dict: nothing is ever fetched).
+
+    ``parsed=True`` says ``spec`` is :func:`parse_spec`'s fresh result, already plain JSON
+    and checked, which the build may consume: no copy of it is made (a big spec's copy
+    costs seconds and a hundred MB).
+    """
     report = progress or (lambda _stage, _fraction: None)
     report("validate", 0.0)
-    spec = cast(dict[str, Any], _json_safe(spec))
-    _validate_openapi(spec)
+    if not parsed:
+        # A JSON round trip: plain JSON for the engine, and a copy the build may change.
+        spec = cast(dict[str, Any], _json_safe(spec))
+        _validate_openapi(spec)
     report("build", 0.1)
     try:
         artifact = build_openapi_collection_artifact(
-            copy.deepcopy(spec),
+            spec,
             allow_private_hosts=False,
             semantic_options=semantic_options,
         )
@@ -484,6 +525,7 @@ def build_artifact(
         readiness_summary=_issues_by_severity(readiness),
         semantic_summary=cast(dict[str, Any], artifact.get("semantic_summary") or {}),
         operation_count=int(manifest.get("operation_count") or len(artifact.get("tools") or {})),
+        tool_names=tuple(sorted(str(name) for name in artifact.get("tools") or {})),
         default_base_url=_default_base_url(artifact),
         graph_tool_call_version=GRAPH_TOOL_CALL_VERSION,
     )
@@ -493,17 +535,23 @@ def build_artifact(
 
 def artifact_hash(artifact: Mapping[str, Any]) -> str:
     """sha256 of the artifact's canonical JSON, without its build timestamps."""
-    stable = copy.deepcopy(dict(artifact))
+    # Copies only of the dicts on the way to a timestamp: a big artifact is never copied.
+    stable = dict(artifact)
     for path in _VOLATILE_ARTIFACT_KEYS:
         node: Any = stable
         for key in path[:-1]:
-            node = node.get(key) if isinstance(node, dict) else None
+            child = node.get(key) if isinstance(node, dict) else None
+            if not isinstance(child, dict):
+                node = None
+                break
+            node[key] = child = dict(child)
+            node = child
         if isinstance(node, dict):
             node.pop(path[-1], None)
-    encoded = json.dumps(
-        stable, ensure_ascii=False, sort_keys=True, separators=(",", ":"), default=str
-    ).encode("utf-8")
-    return hashlib.sha256(encoded).hexdigest()
+    digest = hashlib.sha256()
+    for piece in artifact_json.json_pieces(stable, sort_keys=True, ensure_ascii=False, default=str):
+        digest.update(piece.encode("utf-8"))
+    return digest.hexdigest()
 
 
 def _issues_by_severity(readiness: Mapping[str, Any]) -> dict[str, dict[str, int]]:
@@ -544,18 +592,7 @@ class LoadedCollection:
 
     def check_case(self, case: CaseSpec) -> None:
         """Raise CaseSpecError when the case names a tool this collection does not have."""
-        for where, name in (
-            ("expected_target", case.expected_target),
-            ("llm_target", case.llm_target),
-        ):
-            if name is not None and name not in self.tools:
-                raise CaseSpecError(where, f"{name!r} is not an operation of this collection")
-        for index, step in enumerate(case.cleanup):
-            if step.tool not in self.tools:
-                raise CaseSpecError(
-                    f"cleanup[{index}].tool",
-                    f"{step.tool!r} is not an operation of this collection",
-                )
+        check_case_tools(case, self.tools)
 
     def synthesize(self, *, target: str, entities: Mapping[str, Any], goal: str) -> Plan:
         # PathSynthesizer keeps per-call diagnostics on the instance: one call at a time.
@@ -710,6 +747,33 @@ class CaseSpec:
             },
         )
 
+    def tool_references(self) -> list[tuple[str, str]]:
+        """Every tool name the case mentions, with the field that holds it
+        (``expected_target``, ``cleanup[0].tool``, ``assertions[2].tool``...)."""
+        references: list[tuple[str, str]] = []
+        for where, name in (
+            ("expected_target", self.expected_target),
+            ("llm_target", self.llm_target),
+        ):
+            if name is not None:
+                references.append((where, name))
+        references += [(f"cleanup[{i}].tool", step.tool) for i, step in enumerate(self.cleanup)]
+        raw = self.raw_assertions
+        if isinstance(raw, list):
+            for index, item in enumerate(raw):
+                if not isinstance(item, Mapping):
+                    continue
+                key = {"top_k_contains": "tool", "plan_contains_tool": "tool",
+                       "selected_target": "equals"}.get(str(item.get("type")))  # fmt: skip
+                if key is not None and isinstance(item.get(key), str):
+                    references.append((f"assertions[{index}].{key}", item[key]))
+        elif isinstance(raw, Mapping) and isinstance(raw.get("selected_target"), str):
+            references.append(("assertions.selected_target", raw["selected_target"]))
+        learning = self.extra.get("learning")
+        if isinstance(learning, Mapping) and isinstance(learning.get("expected_target"), str):
+            references.append(("learning.expected_target", learning["expected_target"]))
+        return references
+
     def to_json(self) -> dict[str, Any]:
         """The case in the documented schema again (unknown keys included)."""
         data: dict[str, Any] = {
@@ -737,13 +801,30 @@ class CaseSpec:
         return data
 
 
+def check_case_tools(case: CaseSpec, tool_names: Collection[str]) -> None:
+    """Raise :class:`CaseSpecError` when the case names a tool the collection does not have.
+
+    Any name the collection has is valid, whatever characters it uses (``pulls/list``); an
+    unknown one is named with the collection's closest tools (difflib).
+    """
+    known = tool_names if isinstance(tool_names, (set, frozenset, dict)) else set(tool_names)
+    for where, name in case.tool_references():
+        if name in known:
+            continue
+        closest = difflib.get_close_matches(name, list(known), n=3, cutoff=0.6)
+        hint = (
+            f"; the closest: {', '.join(closest)}"
+            if closest
+            else f"; none of its {len(known)} operations has a similar name"
+        )
+        raise CaseSpecError(where, f"{name!r} is not an operation of this collection{hint}")
+
+
 def _optional_tool(data: Mapping[str, Any], key: str) -> str | None:
     value = data.get(key)
     if value is None:
         return None
-    if not isinstance(value, str) or not _ID_RE.match(value):
-        raise CaseSpecError(key, "must be a tool name (operationId)")
-    return value
+    return case_assertions.checked_tool_name(value, key)
 
 
 def _cleanup_steps(value: Any, *, mode: str) -> tuple[CleanupStep, ...]:
@@ -758,9 +839,7 @@ def _cleanup_steps(value: Any, *, mode: str) -> tuple[CleanupStep, ...]:
         where = f"cleanup[{index}]"
         if not isinstance(item, Mapping):
             raise CaseSpecError(where, "must be an object with 'tool' and 'args'")
-        tool = item.get("tool")
-        if not isinstance(tool, str) or not _ID_RE.match(tool):
-            raise CaseSpecError(f"{where}.tool", "must be a tool name (operationId)")
+        tool = case_assertions.checked_tool_name(item.get("tool"), f"{where}.tool")
         args = item.get("args") or {}
         if not isinstance(args, Mapping) or not all(isinstance(k, str) for k in args):
             raise CaseSpecError(f"{where}.args", "must be an object of argument name -> value")
@@ -789,7 +868,7 @@ class AuthProfile:
 class ExecutionContext:
     """Where and as whom execute cases run. Header values are never stored or shown."""
 
-    base_url: str
+    base_url: str  # empty: the collection has none, execute cases are not configured
     allowed_hosts: tuple[str, ...] | frozenset[str]
     auth_headers: Mapping[str, str] | None = field(default=None, repr=False)
     sessions: Mapping[str, Mapping[str, str]] = field(default_factory=dict, repr=False)
@@ -1328,20 +1407,15 @@ class _CaseRun:
             "json_paths": {},
         }
         self.outcome.execute = section
-        if execution is None:
-            self.fail(
-                failure_record(
-                    "service",
-                    "uncaught_server_error",
-                    "an execute case was run without an execution context",
-                    plan_id=plan.id,
-                    evidence={"exception_type": "MissingExecutionContext"},
-                    execution_state="not_started",
-                )
-            )
+        # Mutation safety is a rule about the case and the collection's policy: judged
+        # before anything that needs somewhere to call.
+        self.check_mutation_safety(
+            plan, mutating, execution.allow_mutations if execution is not None else None
+        )
+        if execution is None or not execution.base_url:
+            self.fail(self.base_url_not_configured(plan, execution))
         timeout = float(min(case.timeout_sec or execution.timeout_sec, execution.timeout_sec))
         section["timeout_sec"] = timeout
-        self.check_mutation_safety(plan, mutating, execution)
         host = self.check_host(plan, execution)
         section["host"] = host
         headers = self.auth_preflight(plan, execution)
@@ -1374,9 +1448,42 @@ class _CaseRun:
         metadata = (self.collection.tools.get(tool_name) or {}).get("metadata") or {}
         return str(metadata.get("method") or "").upper()
 
+    def base_url_not_configured(
+        self, plan: Plan, execution: ExecutionContext | None
+    ) -> dict[str, Any]:
+        """Nothing to call: a configuration gap of the collection, never a server bug."""
+        # The spec's servers entry, when it has one: a relative "/v3" is why none was taken.
+        spec_server = next(
+            (
+                url
+                for tool in self.collection.tools.values()
+                if isinstance(url := (tool.get("metadata") or {}).get("base_url"), str) and url
+            ),
+            None,
+        )
+        relative = spec_server is not None and not spec_server.startswith(("http://", "https://"))
+        return failure_record(
+            "execute",
+            "base_url_not_configured",
+            "Not called: the collection has no base URL"
+            + (f" (the spec's server URL {spec_server!r} is relative)" if relative else "")
+            + "; set one in its settings or import it with --base-url",
+            tool=plan.steps[0].tool if plan.steps else None,
+            plan_id=plan.id,
+            evidence={
+                "base_url_present": False,
+                "spec_server_url": spec_server,
+                "request_sent": False,
+                "execution_context": execution is not None,
+            },
+            execution_state="not_started",
+        )
+
     def check_mutation_safety(
-        self, plan: Plan, mutating: list[str], execution: ExecutionContext
+        self, plan: Plan, mutating: list[str], allow_mutations: bool | None
     ) -> None:
+        """``allow_mutations`` is ``None`` when the run has no execution context at all: the
+        case's own rules (declared mutating, cleanup steps) are still judged."""
         if not mutating:
             return
         case = self.case
@@ -1388,7 +1495,7 @@ class _CaseRun:
             problem = f"the plan calls {mutating[0]} and the case has no cleanup steps"
         elif unknown:
             problem = f"cleanup step {unknown[0]} is not an operation of this collection"
-        elif not execution.allow_mutations:
+        elif allow_mutations is False:
             problem = "this collection does not allow mutating cases"
         if problem is None:
             return
@@ -1404,7 +1511,7 @@ class _CaseRun:
                     "mutation_safety": case.mutation_safety,
                     "mutating_tools": mutating,
                     "cleanup_steps": [step.tool for step in case.cleanup],
-                    "mutations_allowed": execution.allow_mutations,
+                    "mutations_allowed": allow_mutations,
                 },
                 execution_state="not_started",
             )

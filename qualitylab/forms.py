@@ -11,13 +11,12 @@ from django import forms
 from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 
-from qualitylab import engine
+from qualitylab import engine, services
 from qualitylab.models import CaseMode, Collection, QualityCase, Suite
 from triage.collection_names import COLLECTION_NAME_MAX_LENGTH
 from triage.fields import validate_collection_name
 from triage.json_limits import JSONTooDeep, loads_bounded
 
-MAX_SPEC_BYTES = engine.MAX_SPEC_BYTES
 MAX_CASES_FILE_BYTES = 5_000_000
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,99}$")
 _HEADER_NAME_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$")
@@ -26,11 +25,12 @@ _HOST_RE = re.compile(r"^[A-Za-z0-9.\-\[\]:]{1,255}$")
 
 def read_text_upload(upload: UploadedFile, *, limit: int, what: str) -> str:
     """An uploaded file as text, refused when it is too big or not UTF-8."""
+    too_large = f"The {what} is larger than {engine.format_size(limit)}."
     if upload.size is not None and upload.size > limit:
-        raise forms.ValidationError(f"The {what} is larger than {limit // 1_000_000} MB.")
+        raise forms.ValidationError(too_large)
     data = upload.read(limit + 1)
     if len(data) > limit:
-        raise forms.ValidationError(f"The {what} is larger than {limit // 1_000_000} MB.")
+        raise forms.ValidationError(too_large)
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -43,7 +43,7 @@ class SpecSourceForm(forms.Form):
     spec_file = forms.FileField(
         required=False,
         label="Spec file",
-        help_text="OpenAPI 3.x or Swagger 2, JSON or YAML, at most 10 MB.",
+        help_text="OpenAPI 3.x or Swagger 2, JSON or YAML.",
         widget=forms.ClearableFileInput(attrs={"accept": ".json,.yaml,.yml,application/json"}),
     )
     spec_paste = forms.CharField(
@@ -53,17 +53,37 @@ class SpecSourceForm(forms.Form):
         help_text="Pasted text is limited by the request size (5 MB); upload bigger specs.",
     )
 
+    def __init__(self, *args: Any, upload_refused: bool = False, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        limit = engine.format_size(services.max_spec_bytes())
+        self.fields[
+            "spec_file"
+        ].help_text = f"OpenAPI 3.x or Swagger 2, JSON or YAML, at most {limit}."
+        # The upload handler stopped keeping the spec file: it passed the limit.
+        self.upload_refused = upload_refused
+
+    def refuse_spec(self, message: str) -> None:
+        """Show a refusal that came before the form could read anything (an unbound form)."""
+        if not hasattr(self, "cleaned_data"):
+            self.cleaned_data = {}
+        self.add_error("spec_file", message)
+
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
         upload = data.get("spec_file")
         pasted = (data.get("spec_paste") or "").strip()
-        if upload and pasted:
+        limit = services.max_spec_bytes()
+        if self.upload_refused:
+            self.add_error("spec_file", services.spec_too_large_message())
+        elif upload and pasted:
             self.add_error("spec_file", "Upload a file or paste the spec, not both.")
         elif not upload and not pasted:
             self.add_error("spec_file", "Upload the spec or paste it.")
+        elif upload and upload.size is not None and upload.size > limit:
+            self.add_error("spec_file", services.spec_too_large_message(size=upload.size))
         elif upload:
             try:
-                data["spec"] = read_text_upload(upload, limit=MAX_SPEC_BYTES, what="spec")
+                data["spec"] = read_text_upload(upload, limit=limit, what="spec")
             except forms.ValidationError as exc:
                 self.add_error("spec_file", exc)
         else:

@@ -10,6 +10,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from qualitylab import artifact_json
 from triage.collection_names import COLLECTION_NAME_MAX_LENGTH
 from triage.fields import BulkJSONField, validate_collection_name
 
@@ -81,6 +82,8 @@ class CollectionVersion(models.Model):
     readiness_summary = models.JSONField(default=dict, blank=True)
     semantic_summary = models.JSONField(default=dict, blank=True)
     operation_count = models.PositiveIntegerField(default=0)
+    # The built catalog's tool names (operationIds): what a case may name, checked on save.
+    tool_names = models.JSONField(default=list, blank=True)
     graph_tool_call_version = models.CharField(max_length=40, blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
@@ -106,7 +109,7 @@ class CollectionVersion(models.Model):
 
     @staticmethod
     def compress(artifact: dict[str, Any]) -> bytes:
-        return zlib.compress(json.dumps(artifact, separators=(",", ":")).encode(), 6)
+        return artifact_json.compress(artifact)
 
 
 class CaseMode(models.TextChoices):

@@ -22,7 +22,13 @@ from qualitylab.models import (
 )
 
 # The columns a list of versions never shows: the spec, the artifact and the big reports.
-_VERSION_HEAVY = ("spec_source", "artifact_compressed", "readiness", "semantic_summary")
+_VERSION_HEAVY = (
+    "spec_source",
+    "artifact_compressed",
+    "readiness",
+    "semantic_summary",
+    "tool_names",
+)
 SEVERITIES = ("error", "warning", "info")
 # The metrics the collection page charts, in the order a person reads them.
 CHARTED_METRICS = (
@@ -55,7 +61,12 @@ class CollectionRow:
     @property
     def severities(self) -> list[tuple[str, int]]:
         version = self.collection.current_version
-        return severity_counts(version.readiness_summary if version else None)
+        return severity_counts(
+            with_gaps(
+                version.readiness_summary if version else None,
+                configuration_gaps(collection=self.collection),
+            )
+        )
 
 
 def collections_overview() -> list[CollectionRow]:
@@ -116,6 +127,36 @@ class ReadinessIssue:
     message: str
     recommendation: str
     tools: list[str]
+
+
+# Quality Lab's own readiness checks of a collection's settings, beside graph-tool-call's
+# checks of its spec. The code is the reason its cases fail with (triage/taxonomy.py).
+BASE_URL_GAP = ReadinessIssue(
+    code="base_url_not_configured",
+    severity="error",
+    count=1,
+    message="Execute cases cannot run: the collection has no base URL to call (its spec "
+    "has no absolute servers URL and none was given).",
+    recommendation="Set the base URL in the collection's settings, or import it again with "
+    "--base-url URL. Search and plan cases are not affected.",
+    tools=[],
+)
+
+
+def configuration_gaps(*, collection: Collection) -> list[ReadinessIssue]:
+    """What the collection's settings lack for its cases to run (no query)."""
+    return [] if collection.base_url else [BASE_URL_GAP]
+
+
+def with_gaps(
+    summary: dict[str, dict[str, int]] | None, gaps: list[ReadinessIssue]
+) -> dict[str, dict[str, int]]:
+    """A readiness summary (codes counted by severity) with the settings' gaps added."""
+    merged = {severity: dict(codes) for severity, codes in (summary or {}).items()}
+    for gap in gaps:
+        codes = merged.setdefault(gap.severity, {})
+        codes[gap.code] = codes.get(gap.code, 0) + gap.count
+    return merged
 
 
 def readiness_issues(*, version: CollectionVersion | None) -> list[ReadinessIssue]:
@@ -263,10 +304,49 @@ class RunComparison:
 
 
 @dataclass
+class RunGap:
+    """Cases of a run that could not run because of the collection's configuration."""
+
+    reason: str
+    cases: int
+    message: str
+    fix: str
+
+
+# Failure reasons that say "not configured" rather than "broken", with what to do.
+RUN_GAP_TEXT: dict[str, tuple[str, str]] = {
+    "base_url_not_configured": (
+        "could not run: the collection has no base URL, so nothing was called",
+        "set the base URL in the collection's settings, or `manage.py qualitylab "
+        "import-collection NAME SPEC --base-url URL`, then run them again",
+    ),
+}
+
+
+def run_gaps(*, results: Iterable[CaseResult]) -> list[RunGap]:
+    """Why some execute cases of a run could not run (configuration, not failures), from
+    its results (already loaded by the page: no query)."""
+    cases: dict[str, set[int]] = {}
+    for result in results:
+        if result.failure_reason in RUN_GAP_TEXT:
+            cases.setdefault(result.failure_reason, set()).add(result.case_id)
+    return [
+        RunGap(
+            reason=reason,
+            cases=len(case_ids),
+            message=RUN_GAP_TEXT[reason][0],
+            fix=RUN_GAP_TEXT[reason][1],
+        )
+        for reason, case_ids in sorted(cases.items())
+    ]
+
+
+@dataclass
 class RunView:
     run: CaseRun
     lines: list[CaseLine]
     comparison: RunComparison
+    gaps: list[RunGap] = field(default_factory=list)
 
     @property
     def flaky_count(self) -> int:
@@ -290,7 +370,12 @@ def run_results(*, run: CaseRun) -> RunView:
         lines.setdefault(result.case_id, CaseLine(case=result.case)).results.append(result)
     order = {"failed": 0, "flaky": 1, "passed": 2}
     ordered = sorted(lines.values(), key=lambda line: (order[line.outcome], line.case.case_id))
-    return RunView(run=run, lines=ordered, comparison=run_comparison(run=run, lines=ordered))
+    return RunView(
+        run=run,
+        lines=ordered,
+        comparison=run_comparison(run=run, lines=ordered),
+        gaps=run_gaps(results=(result for line in ordered for result in line.results)),
+    )
 
 
 def previous_finished_run(*, run: CaseRun) -> CaseRun | None:

@@ -85,7 +85,7 @@ def collection_create(
         check_collection_name(name)
     except CollectionNameError as exc:
         raise CollectionError(str(exc)) from None
-    engine.parse_spec(spec_text, max_depth=settings.TRIAGE_JSON_MAX_DEPTH)
+    parse_spec(spec_text)
     if Collection.objects.filter(name=name).exists():
         raise CollectionError(f"A collection named {name!r} already exists.")
     _check_call_settings(collection=name, base_url=base_url, auth_profile=auth_profile)
@@ -112,7 +112,7 @@ def collection_rebuild(
         if latest is None:
             raise CollectionError("This collection has no spec to rebuild.")
         spec_text = latest.spec_source
-    engine.parse_spec(spec_text, max_depth=settings.TRIAGE_JSON_MAX_DEPTH)
+    parse_spec(spec_text)
     with transaction.atomic():
         return _new_version(collection=collection, spec_text=spec_text, user=user)
 
@@ -242,6 +242,29 @@ def _check_call_settings(
         pass
 
 
+def max_spec_bytes() -> int:
+    """The deployment's spec size limit (QUALITYLAB_MAX_SPEC_BYTES)."""
+    return int(settings.QUALITYLAB_MAX_SPEC_BYTES)
+
+
+def spec_too_large_message(*, size: int | None = None) -> str:
+    """What a refused spec's person reads: its size, the limit and the setting."""
+    limit = max_spec_bytes()
+    what = f"The spec ({engine.format_size(size)})" if size is not None else "The spec"
+    return (
+        f"{what} is larger than the {engine.format_size(limit)} limit; nothing was read. "
+        "Raise QUALITYLAB_MAX_SPEC_BYTES to import it (a build needs about 45 times the "
+        "spec's size in worker memory)."
+    )
+
+
+def parse_spec(spec_text: str) -> dict[str, Any]:
+    """The engine's parse under the deployment's size limit."""
+    return engine.parse_spec(
+        spec_text, max_bytes=max_spec_bytes(), max_depth=settings.TRIAGE_JSON_MAX_DEPTH
+    )
+
+
 def _host_of(url: str) -> list[str]:
     from urllib.parse import urlsplit
 
@@ -305,8 +328,9 @@ def version_build(*, version_id: int) -> CollectionVersion | None:
         )
 
     try:
-        spec = engine.parse_spec(version.spec_source, max_depth=settings.TRIAGE_JSON_MAX_DEPTH)
-        built = engine.build_artifact(spec, progress=progress)
+        built = engine.build_artifact(
+            parse_spec(version.spec_source), progress=progress, parsed=True
+        )
     except engine.SpecError as exc:
         _version_failed(version_id, f"The spec could not be read: {exc}")
         return version
@@ -325,6 +349,7 @@ def version_build(*, version_id: int) -> CollectionVersion | None:
             readiness_summary=built.readiness_summary,
             semantic_summary=built.semantic_summary,
             operation_count=built.operation_count,
+            tool_names=list(built.tool_names),
             graph_tool_call_version=built.graph_tool_call_version,
             built_at=timezone.now(),
         )
@@ -333,8 +358,12 @@ def version_build(*, version_id: int) -> CollectionVersion | None:
             collection.base_url = built.default_base_url
         collection.current_version_id = version_id
         collection.save(update_fields=["current_version", "base_url"])
-    version.refresh_from_db()
-    return version
+    # Without the spec and the artifact: the caller has them, or reads them when it must.
+    return (
+        CollectionVersion.objects.select_related("collection")
+        .defer("spec_source", "artifact_compressed")
+        .get(pk=version_id)
+    )
 
 
 def _version_failed(version_id: int, message: str) -> None:
@@ -386,10 +415,25 @@ def case_to_json(case: QualityCase) -> dict[str, Any]:
     return data
 
 
+def collection_tool_names(*, collection: Collection) -> frozenset[str] | None:
+    """The tools of the collection's built version (what a case may name), or None while
+    nothing is built yet: a case saved then is checked by shape only."""
+    if collection.current_version_id is None:
+        return None
+    names = (
+        CollectionVersion.objects.filter(pk=collection.current_version_id)
+        .values_list("tool_names", flat=True)
+        .first()
+    )
+    return frozenset(names) if names else None
+
+
 def cases_import(*, collection: Collection, documents: list[Any]) -> ImportReport:
-    """Create or update cases from documented-schema JSON; every case is checked first and
-    nothing is written when any is wrong, so a half-imported file never happens."""
+    """Create or update cases from documented-schema JSON; every case is checked first (its
+    tool names against the collection's tools) and nothing is written when any is wrong,
+    so a half-imported file never happens."""
     report = ImportReport()
+    tool_names = collection_tool_names(collection=collection)
     specs: list[tuple[engine.CaseSpec, dict[str, Any]]] = []
     for index, document in enumerate(documents):
         if not isinstance(document, dict):
@@ -399,6 +443,8 @@ def cases_import(*, collection: Collection, documents: list[Any]) -> ImportRepor
         body = {key: value for key, value in document.items() if key != "active"}
         try:
             spec = engine.CaseSpec.from_json(body)
+            if tool_names is not None:
+                engine.check_case_tools(spec, tool_names)
             values = _case_values(spec, active=bool(active))
         except engine.CaseSpecError as exc:
             case_id = replace_unstorable_text(str(document.get("id", "no id")))[:200]
@@ -425,10 +471,15 @@ def case_save(
     document: dict[str, Any],
     active: bool = True,
     failure_group: Any = None,
+    check_tools: bool = True,
 ) -> QualityCase:
     """Create or edit one case from the form (validated like an import); a case made from a
-    failure group is linked to the group it protects."""
+    failure group is linked to the group it protects. Raises CaseSpecError for a bad case
+    or a tool the collection does not have."""
     spec = engine.CaseSpec.from_json(document)
+    tool_names = collection_tool_names(collection=collection) if check_tools else None
+    if tool_names is not None:
+        engine.check_case_tools(spec, tool_names)
     values = _case_values(spec, active=active)
     if failure_group is not None:
         values["failure_group"] = failure_group
@@ -643,7 +694,7 @@ def _case_outcome(
     case: QualityCase,
     *,
     loaded: engine.LoadedCollection,
-    context: engine.ExecutionContext | None,
+    context: engine.ExecutionContext,
     shadow: engine.Rerank | None,
 ) -> engine.CaseOutcome:
     try:
@@ -795,11 +846,11 @@ def _finish_run(run: CaseRun, *, status: str) -> None:
     run.refresh_from_db()
 
 
-def execution_context(collection: Collection) -> engine.ExecutionContext | None:
+def execution_context(collection: Collection) -> engine.ExecutionContext:
     """Where execute cases call, as whom: each session's credential is read from the
-    environment variable the collection's auth profile names (never stored)."""
-    if not collection.base_url:
-        return None
+    environment variable the collection's auth profile names (never stored). A collection
+    without a base URL gets a context with an empty one: its execute cases then fail as
+    ``execute/base_url_not_configured``, after the mutation-safety rule has been judged."""
     profile = collection.auth_profile or {}
     header_names = tuple(profile.get("header_names") or ("Authorization",))
     scheme = profile.get("scheme", "Bearer")

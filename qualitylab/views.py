@@ -19,10 +19,11 @@ from django.shortcuts import get_object_or_404, render
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.http import content_disposition_header
+from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 from django_htmx.http import HttpResponseStopPolling
 
-from qualitylab import engine, selectors, services
+from qualitylab import engine, selectors, services, uploads
 from qualitylab.forms import (
     CaseForm,
     CaseFromGroupForm,
@@ -85,11 +86,31 @@ def home(request: HttpRequest) -> HttpResponse:
     return _render_home(request)
 
 
+def _spec_refused_unread(request: HttpRequest) -> str | None:
+    """The refusal of a spec upload whose declared length cannot fit, before reading it."""
+    size = uploads.body_cannot_fit(request, limit=services.max_spec_bytes())
+    return None if size is None else services.spec_too_large_message(size=size)
+
+
+# The size limit is judged before anything reads the body, and Django's CSRF check reads
+# it: these views are exempt from the middleware and protect their inner view themselves.
+@csrf_exempt
 @require_POST
 @login_required
 @permission_required(ADD_COLLECTION, raise_exception=True)
 def collection_create(request: HttpRequest) -> HttpResponse:
-    form = CollectionCreateForm(request.POST, request.FILES)
+    refusal = _spec_refused_unread(request)
+    if refusal is not None:
+        form = CollectionCreateForm()
+        form.refuse_spec(refusal)
+        return _render_home(request, form, status=413)
+    limit = uploads.limit_spec_upload(request, limit=services.max_spec_bytes())
+    return _collection_create(request, limit)
+
+
+@csrf_protect
+def _collection_create(request: HttpRequest, limit: uploads.SpecUploadLimit) -> HttpResponse:
+    form = CollectionCreateForm(request.POST, request.FILES, upload_refused=limit.refused)
     if not form.is_valid():
         return _render_home(request, form, status=400)
     data = form.cleaned_data
@@ -125,15 +146,22 @@ def collection_page(request: HttpRequest, name: str) -> HttpResponse:
     collection = _collection(name)
     versions = selectors.collection_versions(collection=collection)
     building = selectors.versions_in_progress(versions)
+    gaps = selectors.configuration_gaps(collection=collection)
     context: dict[str, Any] = {
         "collection": collection,
         "version": collection.current_version,
         "versions": versions,
         "building": building,
         "severities": selectors.severity_counts(
-            collection.current_version.readiness_summary if collection.current_version else None
+            selectors.with_gaps(
+                collection.current_version.readiness_summary
+                if collection.current_version
+                else None,
+                gaps,
+            )
         ),
-        "issues": selectors.readiness_issues(version=collection.current_version),
+        "issues": gaps + selectors.readiness_issues(version=collection.current_version),
+        "gaps": gaps,
         "can_change_collection": request.user.has_perm(CHANGE_COLLECTION),
     }
     if is_partial(request):
@@ -176,13 +204,33 @@ def collection_rebuild(request: HttpRequest, name: str) -> HttpResponse:
     return _back_to(collection, "build")
 
 
+@csrf_exempt  # see collection_create
 @require_http_methods(["GET", "POST"])
 @login_required
 @permission_required(CHANGE_COLLECTION, raise_exception=True)
 def collection_spec(request: HttpRequest, name: str) -> HttpResponse:
     """Upload a new spec: a new version; cases, runs and results stay with the collection."""
     collection = _collection(name)
-    form = SpecSourceForm(request.POST or None, request.FILES or None)
+    refusal = _spec_refused_unread(request) if request.method == "POST" else None
+    if refusal is not None:
+        form = SpecSourceForm()
+        form.refuse_spec(refusal)
+        context = {"collection": collection, "form": form}
+        return render(request, "qualitylab/spec_form.html", context, status=413)
+    limit = uploads.limit_spec_upload(request, limit=services.max_spec_bytes())
+    return _collection_spec(request, collection, limit)
+
+
+@csrf_protect
+def _collection_spec(
+    request: HttpRequest, collection: Collection, limit: uploads.SpecUploadLimit
+) -> HttpResponse:
+    posted = request.method == "POST"
+    form = SpecSourceForm(
+        request.POST if posted else None,
+        request.FILES if posted else None,
+        upload_refused=limit.refused,
+    )
     if request.method == "POST" and form.is_valid():
         try:
             version = services.collection_rebuild(
@@ -315,7 +363,11 @@ def case_toggle_active(request: HttpRequest, name: str, case_id: str) -> HttpRes
     case = get_object_or_404(collection.cases, case_id=case_id)
     try:
         saved = services.case_save(
-            collection=collection, document=services.case_to_json(case), active=not case.active
+            collection=collection,
+            document=services.case_to_json(case),
+            active=not case.active,
+            # Switching a case off never needs its tools; switching it on does.
+            check_tools=not case.active,
         )
     except engine.CaseSpecError as exc:
         messages.error(request, f"Case {case.case_id} is invalid, edit it first: {exc}")

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 # Bump when a code's classification (lane, retryable, execution state, stage) changes: each
 # stored record keeps the version it was classified under, so old rows stay explainable.
-TAXONOMY_VERSION: str = "2026.11.1"
+TAXONOMY_VERSION: str = "2026.12.1"
 
 
 # --------------------------------------------------------------------------------------
@@ -191,6 +191,8 @@ class ReasonInfo:
     retryable: bool
     lane: str
     default_execution_state: str
+    # "catalog" (seed 000), "engine" (graph-tool-call emits it) or "adapter" (Triage Desk's
+    # own, added where no catalog code fits; listed apart on the ingestion page).
     origin: str
 
 
@@ -832,6 +834,28 @@ _REASON_LIST: tuple[ReasonInfo, ...] = (
         lane="retry_safe",
         default_execution_state="started_unknown",
     ),
+    # Quality Lab's own (origin "adapter"): the seed lets an adapter add codes; no catalog
+    # code fits an execute case whose collection has no base URL to call (network_error
+    # would send it to retry_safe and uncaught_server_error calls it a bug).
+    _reason(
+        "base_url_not_configured",
+        "execute",
+        meaning="An execute case could not call the API: its collection has no base URL.",
+        evidence_keys=("base_url_present", "spec_server_url", "request_sent"),
+        usual_action="Set the collection's base URL (its settings, or import-collection "
+        "--base-url), then run the execute cases again.",
+        operator_action="configure_collection_base_url",
+        triage_advice=(
+            "Look first at the collection's settings: a spec without an absolute servers "
+            "URL gives no base URL, and nothing is called until someone sets one."
+        ),
+        usually_fixed_in="Quality Lab collection settings (base URL, allowed hosts)",
+        # Nothing was sent; the collection must be configured, never worked around.
+        api_called="no",
+        lane="policy_blocked",
+        default_execution_state="not_started",
+        origin="adapter",
+    ),
     # ---- cleanup -------------------------------------------------------------------
     _reason(
         "cleanup_failed",
@@ -927,6 +951,14 @@ def reason_info(code: str) -> ReasonInfo | None:
 
 
 _STAGE_POSITION: dict[str, int] = {stage: index for index, stage in enumerate(STAGES)}
+
+
+ORIGINS: tuple[str, ...] = ("catalog", "engine", "adapter")
+
+
+def adapter_reasons() -> list[ReasonInfo]:
+    """The reasons Triage Desk added itself (not in the seed catalog, not from the engine)."""
+    return [info for info in _REASON_LIST if info.origin == "adapter"]
 
 
 def stage_index(stage: str) -> int:

@@ -20,7 +20,7 @@ from django.utils import timezone
 from django.utils.cache import add_never_cache_headers
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
-from triage import ingestion, retention, roles, selectors
+from triage import ingestion, retention, roles, selectors, taxonomy
 from triage.forms import ApiKeyCreateForm, IngestionQueryForm, PolicyQueryForm, ToolPolicyForm
 from triage.http import is_partial
 from triage.models import ApiKey, ToolPolicy
@@ -88,6 +88,7 @@ def _render_ingestion(
             "api_keys": list(ingestion.api_keys_list()),
             "now": timezone.now(),
             "unmapped": ingestion.unmapped_reasons_queue(),
+            "adapter_reasons": taxonomy.adapter_reasons(),
             "can_manage_keys": can_manage,
             "create_form": (create_form or ApiKeyCreateForm()) if can_manage else None,
             "new_key": new_key,

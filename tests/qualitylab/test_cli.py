@@ -23,6 +23,7 @@ from kombu.exceptions import OperationalError
 
 from qualitylab import demo, services, tasks
 from qualitylab.models import CaseResult, CaseRun, Collection, QualityCase, RunStatus, Suite
+from tests.qualitylab.specs import LIST_PULLS_CASE, slash_spec_text
 
 ROOT = Path(settings.BASE_DIR)
 DEMO_SEARCH_PASSED = sum(
@@ -291,7 +292,8 @@ def test_json_report_has_the_summary_metrics_and_every_result(
     out_path = tmp_path / "report.json"
     qualitylab("run", "shop", "--mode", "plan", "--repeat", "2", "--json", str(out_path))
     report = json.loads(out_path.read_text(encoding="utf-8"))
-    assert set(report) == {"run", "metrics", "results"}
+    assert set(report) == {"run", "metrics", "configuration_gaps", "results"}
+    assert report["configuration_gaps"] == []
     summary = report["run"]
     run = CaseRun.objects.get()
     assert summary["id"] == run.pk and summary["status"] == "done"
@@ -526,3 +528,84 @@ def test_import_collection_refuses_settings_longer_than_their_columns(
     error, _ = failing("import-collection", name, str(spec_file), *options)
     assert message in str(error)
     assert not Collection.objects.exists()
+
+
+# --- configuration gaps and real-world specs ---------------------------------------------
+
+
+@pytest.mark.django_db
+def test_a_spec_file_over_the_limit_is_refused_from_its_size_before_it_is_read(
+    tmp_path: Path, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings.QUALITYLAB_MAX_SPEC_BYTES = 1024
+    path = tmp_path / "big.json"
+    path.write_text(slash_spec_text() + " " * 2048, encoding="utf-8")
+    size = path.stat().st_size
+
+    def never(self: Path) -> bytes:
+        raise AssertionError(f"{self} was read")
+
+    monkeypatch.setattr(Path, "read_bytes", never)
+    error, _ = failing("import-collection", "big", str(path))
+    assert str(error) == (
+        f"{path}: The spec ({size / 1024:.1f} KiB) is larger than the 1 KiB limit; nothing "
+        "was read. Raise QUALITYLAB_MAX_SPEC_BYTES to import it (a build needs about 45 "
+        "times the spec's size in worker memory)."
+    )
+    assert not Collection.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_collection_without_a_base_url_says_why_its_execute_cases_cannot_run(
+    in_process: None, tmp_path: Path
+) -> None:
+    spec = tmp_path / "github.json"
+    spec.write_text(slash_spec_text(), encoding="utf-8")
+    cases = tmp_path / "cases.json"
+    cases.write_text(json.dumps([LIST_PULLS_CASE]), encoding="utf-8")
+    out, err = qualitylab("import-collection", "github", str(spec), "--wait")
+    assert "github v1 is ready: 3 operations" in out
+    assert "error base_url_not_configured: Execute cases cannot run" in err
+    qualitylab("import-cases", "github", str(cases))
+
+    out, err = qualitylab("run", "github", "--json", str(tmp_path / "report.json"))
+    assert "Warning: 1 execute case will fail as execute/base_url_not_configured." in err
+    assert (
+        "1 execute case could not run: the collection has no base URL, so nothing was called "
+        "(execute/base_url_not_configured); to run them: set the base URL" in err
+    )
+    assert "Run 1 done: 0/1 passed" in out or "done: 0/1 passed" in out
+    report = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
+    assert report["configuration_gaps"] == [
+        {
+            "reason": "base_url_not_configured",
+            "cases": 1,
+            "message": "could not run: the collection has no base URL, so nothing was called",
+            "fix": "set the base URL in the collection's settings, or `manage.py qualitylab "
+            "import-collection NAME SPEC --base-url URL`, then run them again",
+        }
+    ]
+    assert report["results"][0]["failure_reason"] == "base_url_not_configured"
+    assert report["results"][0]["failure_stage"] == "execute"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_import_cases_accepts_the_collections_own_tool_names_and_names_the_closest(
+    in_process: None, tmp_path: Path
+) -> None:
+    spec = tmp_path / "github.json"
+    spec.write_text(slash_spec_text(), encoding="utf-8")
+    qualitylab("import-collection", "github", str(spec))  # built on commit, in process
+    cases = tmp_path / "cases.json"
+    typo = {**LIST_PULLS_CASE, "id": "typo", "llm_target": "pulls/lst"}
+    cases.write_text(json.dumps([LIST_PULLS_CASE, typo]), encoding="utf-8")
+    _, err = failing("import-cases", "github", str(cases))
+    assert (
+        "case 1 (typo): llm_target: 'pulls/lst' is not an operation of this collection; "
+        "the closest: pulls/list" in err
+    )
+    assert not QualityCase.objects.exists()
+    cases.write_text(json.dumps([LIST_PULLS_CASE]), encoding="utf-8")
+    out, _ = qualitylab("import-cases", "github", str(cases))
+    assert "1 cases created" in out
+    assert QualityCase.objects.get().expected_target == "pulls/list"

@@ -12,6 +12,7 @@ import pytest
 from qualitylab import demo, engine
 from qualitylab.engine import CaseSpec, CaseSpecError, SpecError
 from qualitylab.sandbox import SandboxServer
+from tests.qualitylab.specs import LIST_PULLS_CASE, slash_spec
 from triage import taxonomy
 
 # --------------------------------------------------------------------------------------
@@ -254,7 +255,9 @@ def test_the_cache_is_a_bounded_lru(
         ({"provided_entities": ["orderNo"]}, "provided_entities"),
         ({"mutation_safety": "careful"}, "mutation_safety"),
         ({"timeout_sec": -1}, "timeout_sec"),
-        ({"expected_target": "get order"}, "expected_target"),
+        ({"expected_target": "get\norder"}, "expected_target"),
+        ({"expected_target": "x" * 201}, "expected_target"),
+        ({"llm_target": " getOrder"}, "llm_target"),
         ({"auth_session": 3}, "auth_session"),
         ({"cleanup": [{"tool": "cancelRefund"}]}, "cleanup"),
         ({"mode": "execute", "cleanup": [{"args": {}}]}, "cleanup[0].tool"),
@@ -590,12 +593,16 @@ def test_an_exception_inside_a_case_is_an_uncaught_server_error(
     assert "sk-live" not in json.dumps(outcome.to_dict())
 
 
-def test_an_execute_case_without_a_context_fails_without_raising(
+def test_an_execute_case_without_a_context_is_a_configuration_gap_not_a_bug(
     demo_collection: engine.LoadedCollection,
 ) -> None:
     outcome = engine.run_case(demo_collection, CaseSpec.from_json({**POINTS, "id": "no-ctx"}))
     assert outcome.failure is not None
-    assert outcome.failure["reason"] == "uncaught_server_error"
+    assert (outcome.failure["stage"], outcome.failure["reason"]) == (
+        "execute",
+        "base_url_not_configured",
+    )
+    assert outcome.failure["evidence"]["execution_context"] is False
 
 
 def test_the_rerank_hook_runs_between_retrieval_and_selection(
@@ -861,3 +868,157 @@ def test_a_spec_holding_text_the_database_cannot_store_is_refused_naming_where(
 def test_a_spec_with_a_nul_byte_is_refused() -> None:
     with pytest.raises(SpecError):
         engine.parse_spec("openapi: 3.0.0\npaths:\n  /a:\n    get: {summary: x\x00}\n")
+
+
+# --------------------------------------------------------------------------------------
+# configuration gaps: a collection without a base URL
+# --------------------------------------------------------------------------------------
+
+
+def _no_base_url(**overrides: Any) -> engine.ExecutionContext:
+    settings: dict[str, Any] = {"base_url": "", "allowed_hosts": (), "allow_mutations": True}
+    settings.update(overrides)
+    return engine.ExecutionContext(**settings)
+
+
+def test_an_execute_case_without_a_base_url_fails_with_a_reason_an_operator_can_act_on(
+    demo_collection: engine.LoadedCollection,
+) -> None:
+    outcome = engine.run_case(
+        demo_collection, CaseSpec.from_json({**POINTS, "id": "no-url"}), execution=_no_base_url()
+    )
+    failure = outcome.failure
+    assert failure is not None
+    assert (failure["stage"], failure["reason"]) == ("execute", "base_url_not_configured")
+    assert failure["reason"] != "uncaught_server_error"
+    assert failure["operator_action"] == "configure_collection_base_url"
+    assert failure["execution_state"] == "not_started" and failure["retryable"] is False
+    assert failure["evidence"] == {
+        "base_url_present": False,
+        "spec_server_url": "http://127.0.0.1:8090",  # the spec's variable default
+        "request_sent": False,
+        "execution_context": True,
+    }
+    assert "no base URL" in failure["message"] and "--base-url" in failure["message"]
+    assert outcome.execute is not None and outcome.execute["calls"] == []
+    assert outcome.execute["status"] == "not_run"
+    # The plan before it still ran: only the call needs the base URL.
+    assert outcome.plan is not None and outcome.plan["target"] == "getMemberPoints"
+
+
+@pytest.mark.parametrize("execution", [None, _no_base_url()], ids=["no-context", "empty-url"])
+def test_mutation_safety_is_judged_before_the_missing_base_url(
+    demo_collection: engine.LoadedCollection, execution: engine.ExecutionContext | None
+) -> None:
+    no_cleanup = {key: value for key, value in REFUND.items() if key != "cleanup"}
+    outcome = engine.run_case(
+        demo_collection, CaseSpec.from_json({**no_cleanup, "id": "refund"}), execution=execution
+    )
+    assert outcome.failure is not None
+    assert (outcome.failure["stage"], outcome.failure["reason"]) == (
+        "cleanup",
+        "cleanup_not_configured",
+    )
+    assert "has no cleanup steps" in outcome.failure["message"]
+    # A mutating case that is safe to run still stops at the missing base URL.
+    safe = engine.run_case(
+        demo_collection, CaseSpec.from_json({**REFUND, "id": "refund-ok"}), execution=execution
+    )
+    assert safe.failure is not None and safe.failure["reason"] == "base_url_not_configured"
+
+
+def test_a_relative_spec_server_is_named_as_the_reason_there_is_no_base_url() -> None:
+    built = engine.build_artifact(slash_spec())
+    assert built.default_base_url is None
+    loaded = engine.engine_for(built.artifact, built.artifact_hash)
+    case = CaseSpec.from_json(LIST_PULLS_CASE)
+    outcome = engine.run_case(loaded, case, execution=_no_base_url())
+    assert outcome.failure is not None, outcome.to_dict()
+    assert outcome.failure["reason"] == "base_url_not_configured", outcome.failure
+    assert outcome.failure["evidence"]["spec_server_url"] == "/api/v3"
+    assert "'/api/v3' is relative" in outcome.failure["message"]
+
+
+# --------------------------------------------------------------------------------------
+# real-world specs: size limit, operationIds with "/"
+# --------------------------------------------------------------------------------------
+
+
+def test_the_spec_size_limit_is_the_callers() -> None:
+    text = json.dumps(slash_spec())
+    assert engine.parse_spec(text, max_bytes=len(text))["openapi"] == "3.0.3"
+    with pytest.raises(SpecError, match=r"larger than the 1 KiB limit"):
+        engine.parse_spec(text + " " * 1024, max_bytes=1024)
+    assert engine.DEFAULT_MAX_SPEC_BYTES == 64 * 1024 * 1024
+    assert engine.format_size(64 * 1024 * 1024) == "64 MiB"
+    assert engine.format_size(13_001_822) == "12.4 MiB"
+
+
+def test_operation_ids_with_a_slash_are_tool_names_the_collection_has() -> None:
+    built = engine.build_artifact(slash_spec())
+    assert built.tool_names == ("issues/list-for-repo", "pulls/create", "pulls/list")
+    case = CaseSpec.from_json(
+        {
+            "id": "gh-pulls",
+            "mode": "execute",
+            "query": "create a pull request",
+            "expected_target": "pulls/create",
+            "llm_target": "pulls/list",
+            "mutation_safety": "mutating",
+            "cleanup": [{"tool": "pulls/list", "args": {}}],
+            "assertions": [
+                {"type": "top_k_contains", "tool": "pulls/create", "k": 3},
+                {"type": "selected_target", "equals": "pulls/create"},
+                {"type": "plan_contains_tool", "tool": "pulls/create"},
+            ],
+            "learning": {"expected_target": "pulls/create"},
+        }
+    )
+    engine.check_case_tools(case, built.tool_names)
+    assert [where for where, _ in case.tool_references()] == [
+        "expected_target",
+        "llm_target",
+        "cleanup[0].tool",
+        "assertions[0].tool",
+        "assertions[1].equals",
+        "assertions[2].tool",
+        "learning.expected_target",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("fields", "field", "closest"),
+    [
+        ({"expected_target": "pull/list"}, "expected_target", "pulls/list"),
+        ({"llm_target": "pulls/lists"}, "llm_target", "pulls/list"),
+        (
+            {"mode": "execute", "cleanup": [{"tool": "pulls/creat", "args": {}}]},
+            "cleanup[0].tool",
+            "pulls/create",
+        ),
+        (
+            {"assertions": [{"type": "plan_contains_tool", "tool": "issues/list"}]},
+            "assertions[0].tool",
+            "issues/list-for-repo",
+        ),
+        (
+            {"assertions": {"selected_target": "pulls/Create"}},
+            "assertions.selected_target",
+            "pulls/create",
+        ),
+    ],
+)
+def test_an_unknown_tool_is_an_error_naming_the_closest_tools(
+    fields: dict[str, Any], field: str, closest: str
+) -> None:
+    case = _case(**fields)
+    with pytest.raises(CaseSpecError) as caught:
+        engine.check_case_tools(case, ("issues/list-for-repo", "pulls/create", "pulls/list"))
+    assert caught.value.field == field
+    assert "is not an operation of this collection; the closest: " in caught.value.message
+    assert closest in caught.value.message.split("the closest: ")[1].split(", ")
+
+
+def test_an_unknown_tool_with_no_similar_name_says_so() -> None:
+    with pytest.raises(CaseSpecError, match="none of its 2 operations has a similar name"):
+        engine.check_case_tools(_case(expected_target="zzzz"), ("pulls/list", "pulls/get"))

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, cast
 from unittest import mock
 
 import pytest
@@ -24,6 +25,7 @@ from qualitylab.models import (
     Suite,
 )
 from tests.factories import case_post, failure_item
+from tests.qualitylab.specs import LIST_PULLS_CASE, slash_spec_text
 from triage.ingest import batch_ingest
 from triage.models import FailureGroup
 
@@ -193,15 +195,70 @@ def test_a_spec_that_does_not_parse_shows_its_error_in_the_form(
     assert not Collection.objects.exists()
 
 
-def test_an_uploaded_spec_that_is_not_utf8_or_too_big_is_refused(operator: Client) -> None:
+def test_an_uploaded_spec_that_is_not_utf8_or_too_big_is_refused(
+    operator: Client, settings: Any
+) -> None:
     upload = SimpleUploadedFile("x.yaml", b"\xff\xfe openapi", "application/yaml")
     response = operator.post("/qualitylab/collections/new", {"name": "x", "spec_file": upload})
     assert response.status_code == 400 and "not UTF-8 text" in response.content.decode()
-    with mock.patch("qualitylab.forms.MAX_SPEC_BYTES", 10):
-        upload = SimpleUploadedFile("x.yaml", demo.SPEC_PATH.read_bytes(), "application/yaml")
-        response = operator.post("/qualitylab/collections/new", {"name": "x", "spec_file": upload})
-    assert response.status_code == 400 and "larger than" in response.content.decode()
+    settings.QUALITYLAB_MAX_SPEC_BYTES = 1024
+    upload = SimpleUploadedFile("x.yaml", demo.SPEC_PATH.read_bytes(), "application/yaml")
+    response = operator.post("/qualitylab/collections/new", {"name": "x", "spec_file": upload})
+    content = response.content.decode()
+    assert response.status_code == 400
+    assert "is larger than the 1 KiB limit" in content and "QUALITYLAB_MAX_SPEC_BYTES" in content
     assert not Collection.objects.exists()
+
+
+class _UnreadBody(io.BytesIO):
+    """A request body that counts what the server read of it."""
+
+    bytes_read = 0
+
+    def read(self, size: int | None = -1) -> bytes:
+        data = super().read(size)
+        type(self).bytes_read += len(data)
+        return data
+
+    def readline(self, size: int | None = -1) -> bytes:
+        data = super().readline(size)
+        type(self).bytes_read += len(data)
+        return data
+
+
+@pytest.mark.parametrize("url", ["/qualitylab/collections/new", "/qualitylab/shop/spec"])
+def test_a_spec_whose_declared_size_cannot_fit_is_refused_before_its_body_is_read(
+    operator: Client, shop: Collection, settings: Any, url: str
+) -> None:
+    settings.QUALITYLAB_MAX_SPEC_BYTES = 100_000
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 10_000
+    body = b"x" * 400_000
+    _UnreadBody.bytes_read = 0
+    response = operator.post(
+        url,
+        data=body,
+        content_type="multipart/form-data; boundary=BoUnDaRy",
+        **cast(dict[str, Any], {"wsgi.input": _UnreadBody(body), "CONTENT_LENGTH": str(len(body))}),
+    )
+    content = response.content.decode()
+    assert response.status_code == 413
+    assert "The spec (390.6 KiB) is larger than the 97.7 KiB limit; nothing was read." in content
+    assert _UnreadBody.bytes_read == 0
+    assert list(Collection.objects.values_list("name", flat=True)) == ["shop"]
+    assert shop.versions.count() == 1
+
+
+def test_a_spec_over_the_limit_without_a_usable_length_stops_being_kept_at_the_limit(
+    operator: Client, shop: Collection, settings: Any
+) -> None:
+    # Within the length allowance (the form's other fields), so the body is parsed: the
+    # upload handler stops keeping the file once it passes the limit.
+    settings.QUALITYLAB_MAX_SPEC_BYTES = 2048
+    upload = SimpleUploadedFile("big.yaml", b"openapi: 3.0.0\n" + b"#" * 4096, "application/yaml")
+    response = operator.post("/qualitylab/shop/spec", {"spec_file": upload})
+    assert response.status_code == 400
+    assert "The spec is larger than the 2 KiB limit" in response.content.decode()
+    assert shop.versions.count() == 1
 
 
 @pytest.mark.parametrize(
@@ -358,7 +415,13 @@ def test_a_case_is_created_from_the_form_in_the_documented_schema(
          "assertions", "assertions[0]"),
         ({"cleanup": '[{"tool": "cancelRefund"}]'}, "cleanup", "cleanup: only execute"),
         ({"case_id": "has space"}, "case_id", "id: is required"),
-        ({"expected_target": "not a tool!"}, "expected_target", "expected_target: must be"),
+        ({"expected_target": "not\ta tool"}, "expected_target", "expected_target: must be"),
+        (
+            {"expected_target": "getOrderDetial"},
+            "expected_target",
+            "expected_target: 'getOrderDetial' is not an operation of this collection; "
+            "the closest: getOrderDetail",
+        ),
     ],
 )  # fmt: skip
 def test_case_form_errors_name_the_field(
@@ -1061,3 +1124,72 @@ def test_a_base_url_longer_than_its_column_is_a_form_error(
     assert "at most 200 characters" in response.content.decode()
     shop.refresh_from_db()
     assert shop.base_url != long_url
+
+
+# --- configuration gaps and real-world specs -------------------------------------------------
+
+
+@pytest.fixture
+def github_like(capture: Any) -> Collection:
+    """A collection whose spec has only a relative server: no base URL after its build."""
+    with capture():
+        collection, version = services.collection_create(name="github", spec_text=slash_spec_text())
+    services.version_build(version_id=version.pk)
+    collection.refresh_from_db()
+    assert collection.base_url == "" and collection.current_version is not None
+    return collection
+
+
+def test_a_collection_without_a_base_url_shows_it_as_a_readiness_error(
+    viewer: Client, github_like: Collection
+) -> None:
+    page = viewer.get("/qualitylab/github/").content.decode()
+    assert 'id="gap-base_url_not_configured"' in page
+    assert "Execute cases cannot run: the collection has no base URL" in page
+    assert '<span class="sev sev-error">1 error</span>' in page
+    home = viewer.get("/qualitylab/").content.decode()
+    assert '<span class="sev sev-error">1 error</span>' in home
+    github_like.base_url = "https://api.github.example"
+    github_like.save(update_fields=["base_url"])
+    page = viewer.get("/qualitylab/github/").content.decode()
+    assert "gap-base_url_not_configured" not in page
+
+
+def test_a_run_page_says_why_execute_cases_could_not_run(
+    operator: Client, github_like: Collection, capture: Any
+) -> None:
+    report = services.cases_import(collection=github_like, documents=[LIST_PULLS_CASE])
+    assert report.errors == []
+    run = execute(start_run(github_like, capture))
+    result = run.results.get()
+    assert (result.failure_stage, result.failure_reason) == ("execute", "base_url_not_configured")
+    assert result.failure_record is not None
+    assert result.failure_record.lane == "policy_blocked"
+    assert FailureGroup.objects.get(reason="base_url_not_configured").reason_mapped
+    page = operator.get(f"/qualitylab/runs/{run.pk}/").content.decode()
+    assert 'id="gap-base_url_not_configured"' in page
+    assert "1 execute case</strong> could not run: the collection has no base URL" in page
+    assert "/qualitylab/github/settings" in page
+
+
+def test_case_tool_names_are_checked_against_the_collections_tools(
+    operator: Client, github_like: Collection
+) -> None:
+    data = case_post(
+        case_id="gh-pulls",
+        query="list pull requests",
+        expected_target="pulls/list",
+        assertions='[{"type": "selected_target", "equals": "pulls/list"}]',
+        provided_entities='{"owner": "octo", "repo": "hello"}',
+    )
+    response = operator.post("/qualitylab/github/cases/new", data)
+    assert response.status_code == 302, response.content.decode()[:3000]
+    assert github_like.cases.get(case_id="gh-pulls").expected_target == "pulls/list"
+    data = {**data, "case_id": "gh-typo", "expected_target": "pull/list"}
+    response = operator.post("/qualitylab/github/cases/new", data)
+    assert response.status_code == 400
+    assert (
+        "expected_target: &#x27;pull/list&#x27; is not an operation of this collection; "
+        "the closest: pulls/list" in response.content.decode()
+    )
+    assert not github_like.cases.filter(case_id="gh-typo").exists()

@@ -325,3 +325,12 @@ def test_an_unknown_reason_is_listed_with_a_link_to_the_triage_page(
     assert 'href="/?q=vendor_quota_dance&amp;status=all&amp;window=30d"' in row.group(1)
     assert "triage/taxonomy.py" in section
     assert "http_5xx" not in section  # known reasons are not in the queue
+
+
+def test_adapter_reasons_are_listed_apart_from_the_unmapped_queue(viewer_client: Client) -> None:
+    content = viewer_client.get(URL).content.decode()
+    section = content[content.index('id="unmapped"') : content.index('id="keys"')]
+    adapter = section[section.index('id="adapter-reasons"') :]
+    assert '<td class="code">base_url_not_configured</td>' in adapter
+    assert "its collection has no base URL" in adapter
+    assert "lane-policy_blocked" in adapter

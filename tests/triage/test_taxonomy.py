@@ -355,7 +355,7 @@ def test_reason_entry_is_well_formed(code: str) -> None:
     assert info.lane in LANES
     assert info.default_execution_state in EXECUTION_STATES
     assert info.api_called in {"no", "yes", "maybe"}
-    assert info.origin in {"catalog", "engine"}
+    assert info.origin in {"catalog", "engine", "adapter"}
     for text in (info.meaning, info.usual_action, info.usually_fixed_in, info.triage_advice):
         assert text.strip()
     assert SNAKE_CASE.match(info.operator_action), info.operator_action
@@ -442,7 +442,7 @@ def test_every_stage_has_at_least_one_reason() -> None:
 
 
 def test_taxonomy_version_is_calendar_style() -> None:
-    assert TAXONOMY_VERSION == "2026.11.1"
+    assert TAXONOMY_VERSION == "2026.12.1"
     assert re.fullmatch(r"\d{4}\.\d{1,2}\.\d+", TAXONOMY_VERSION)
 
 
@@ -681,3 +681,19 @@ def test_plan_synthesis_error_subclasses_report_the_synthesize_stage() -> None:
             continue  # needs its own keyword arguments; covered by the runtime test
         envelope = cls("probe").to_dict()
         assert envelope["stage"] == REASONS[envelope["reason"]].stage == "synthesize"
+
+
+def test_adapter_reasons_are_the_desks_own_and_documented() -> None:
+    from triage.taxonomy import ORIGINS, adapter_reasons
+
+    assert ORIGINS == ("catalog", "engine", "adapter")
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    codes = [info.code for info in adapter_reasons()]
+    assert "base_url_not_configured" in codes
+    for info in adapter_reasons():
+        assert info.code not in SEED_000_STAGE_OF, "a seed code is never an adapter reason"
+        assert f"`{info.code}`" in readme, f"{info.code} is documented in the README"
+    gap = REASONS["base_url_not_configured"]
+    # Nothing was called, and a configuration gap is neither a bug nor worth a retry.
+    assert (gap.stage, gap.lane, gap.retryable) == ("execute", "policy_blocked", False)
+    assert (gap.api_called, gap.default_execution_state) == ("no", "not_started")

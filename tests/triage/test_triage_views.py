@@ -488,3 +488,27 @@ def test_a_link_setting_some_filters_shows_the_default_window_and_status(
     page = client_as("viewer").get("/?collection=orders").content.decode()
     assert '<option value="24h" selected>' in page
     assert '<option value="active" selected>' in page
+
+
+def test_an_adapter_reason_is_marked_as_the_desks_own(
+    ingest_client: APIClient, client_as: Any
+) -> None:
+    ingest(
+        ingest_client,
+        [
+            failure_item(
+                stage="execute",
+                reason="base_url_not_configured",
+                tool="pulls/list",
+                collection="github",
+                occurred_at=recent(),
+                evidence={"base_url_present": False, "request_sent": False},
+            )
+        ],
+    )
+    html = client_as("viewer").get("/").content.decode()
+    row = html[html.index(">base_url_not_configured</a>") :][:400]
+    assert 'title="Triage Desk&#x27;s own reason' in row or "Triage Desk's own reason" in row
+    assert ">adapter</span>" in row and "unmapped" not in row
+    group = FailureGroup.objects.get(reason="base_url_not_configured")
+    assert group.reason_mapped

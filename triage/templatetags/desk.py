@@ -132,7 +132,7 @@ def reason_rows(section: Any, unit: str, narrowed: str, narrow_base: str) -> Saf
                 '<tr class="advice"><td></td><td colspan="9">{}{}</td></tr>\n',
                 reverse("triage:group", args=[row.top_group.pk]),
                 row.reason,
-                _UNMAPPED_PILL if row.info is None else "",
+                _UNMAPPED_PILL if row.info is None else _origin_pill(row.info),
                 thousands(row.count),
                 sparkline(row.spark, unit=unit),
                 _first_two(row.tools, '<span class="code">{}</span>'),
@@ -155,6 +155,16 @@ def reason_rows(section: Any, unit: str, narrowed: str, narrow_base: str) -> Saf
 _UNMAPPED_PILL = mark_safe(
     ' <span class="pill muted" title="not in the taxonomy yet">unmapped</span>'
 )
+
+
+_ADAPTER_PILL = mark_safe(
+    ' <span class="pill muted" title="Triage Desk\'s own reason: in the taxonomy, not in the '
+    'seed catalog">adapter</span>'
+)
+
+
+def _origin_pill(info: Any) -> SafeString:
+    return _ADAPTER_PILL if info.origin == "adapter" else mark_safe("")
 
 
 def _first_two(values: list[str], template: str = "{}") -> SafeString:

@@ -31,7 +31,7 @@ from django.core.validators import URLValidator, validate_slug
 from django.db import transaction
 from django.urls import NoReverseMatch, reverse
 
-from qualitylab import engine, services
+from qualitylab import engine, selectors, services
 from qualitylab.models import (
     BuildStatus,
     CaseMode,
@@ -68,6 +68,9 @@ for them as a CI gate.
       [--allow-mutations | --no-allow-mutations] [--wait]
       (when NAME exists: builds a new version of it, and the options given change its
       settings; its cases, suites and runs stay)
+      (a SPEC over QUALITYLAB_MAX_SPEC_BYTES, 64 MiB by default, is refused from its size,
+      unread; without --base-url or an absolute servers URL in the spec, execute cases
+      cannot run: the command says so once the build is ready)
   qualitylab import-cases NAME CASES.json
   qualitylab run NAME [--suite S] [--mode M] [--repeat N] [--wait] [--json OUT]
       [--fail-under RATE]
@@ -214,7 +217,7 @@ class Command(BaseCommand):
                 raise CommandError(f"{label} is longer than {limit} characters.")
             if value and has_unstorable_text(value):  # argv bytes that are not UTF-8
                 raise CommandError(f"{label} is not UTF-8 text.")
-        spec_text = _read_text(spec_path, what="spec")
+        spec_text = _read_text(spec_path, what="spec", max_bytes=services.max_spec_bytes())
         collection = Collection.objects.filter(name=name).first()
         try:
             if collection is None:
@@ -268,6 +271,9 @@ class Command(BaseCommand):
             + (f"; readiness: {issues}" if issues else "")
             + "."
         )
+        version.collection.refresh_from_db(fields=["base_url"])
+        for gap in selectors.configuration_gaps(collection=version.collection):
+            self.stderr.write(f"{gap.severity} {gap.code}: {gap.message} {gap.recommendation}")
 
     # --- import-cases --------------------------------------------------------------------
 
@@ -342,6 +348,16 @@ class Command(BaseCommand):
             ) from None
         json_out: Path | None = options["json_out"]
         fail_under: float | None = options["fail_under"]
+        execute_cases = (
+            run.case_ids
+            and QualityCase.objects.filter(pk__in=run.case_ids, mode=CaseMode.EXECUTE).count()
+        )
+        if execute_cases:
+            for gap in selectors.configuration_gaps(collection=collection):
+                self.stderr.write(
+                    f"Warning: {execute_cases} execute case{'s' if execute_cases != 1 else ''} "
+                    f"will fail as execute/{gap.code}. {gap.message} {gap.recommendation}"
+                )
         if not (options["wait"] or json_out or fail_under is not None):
             self.stdout.write(f"Run {run.pk} queued: {run.total} cases. {run_path(run.pk)}")
             return
@@ -352,6 +368,11 @@ class Command(BaseCommand):
             json_out.write_text(
                 json.dumps(run_report(run), indent=2, ensure_ascii=False, default=str) + "\n",
                 encoding="utf-8",
+            )
+        for run_gap in selectors.run_gaps(results=run.results.only("case_id", "failure_reason")):
+            self.stderr.write(
+                f"{run_gap.cases} execute case{'s' if run_gap.cases != 1 else ''} "
+                f"{run_gap.message} (execute/{run_gap.reason}); to run them: {run_gap.fix}."
             )
         if run.status != RunStatus.DONE:
             raise CommandError(
@@ -389,10 +410,13 @@ def _rate(value: str) -> float:
     return rate
 
 
-def _read_text(path: Path, *, what: str) -> str:
+def _read_text(path: Path, *, what: str, max_bytes: int | None = None) -> str:
     if not path.is_file():
         raise CommandError(f"{path}: no such file (the {what} to import).")
     try:
+        # Judged from the file's size, before a byte of it is read.
+        if max_bytes is not None and (size := path.stat().st_size) > max_bytes:
+            raise CommandError(f"{path}: {services.spec_too_large_message(size=size)}")
         return path.read_bytes().decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise CommandError(f"{path}: not UTF-8 text (byte {exc.start}).") from None
@@ -553,6 +577,10 @@ def run_report(run: CaseRun) -> dict[str, Any]:
             "duration_seconds": round(_run_seconds(run), 3),
         },
         "metrics": run.metrics,
+        "configuration_gaps": [
+            {"reason": gap.reason, "cases": gap.cases, "message": gap.message, "fix": gap.fix}
+            for gap in selectors.run_gaps(results=run.results.only("case_id", "failure_reason"))
+        ],
         "results": [
             {
                 "case_id": result.case.case_id,
