@@ -41,6 +41,16 @@ prints where the time goes per batch (scrub, parse, classify, claim, bulk_create
 updates, bucket and facet upserts, SQL statement count) and the top 25 cProfile entries.
 ``--app`` serves another WSGI callable as the fast path, to measure a candidate change
 (e.g. a module on ``PYTHONPATH`` that patches ``triage.ingest``) against the naive path.
+
+``--cardinality [SHAPES]`` measures how ingest cost follows the groups a batch touches: each
+shape TOOLSxCOLLECTIONSxREASONS draws every record's tool, collection and catalog reason at
+random from that many (default ``2x2x5,5x4x5,10x5x20``: about 20, 100 and 400 groups per
+batch of 500), all shapes in each round, and prints records/s, server time per record (the
+requests' time on the server: no more connections than workers, so no queueing) and server
+CPU per record (gunicorn and its PostgreSQL backends), each as a ratio to the first shape
+in the same round, median and spread over ``--repeat`` rounds. Target: the last shape
+within 1.3x of the first's server time per record. ``--baseline-app`` measures a second app
+next to each (the code before a change). With ``--profile`` it profiles each shape.
 """
 
 from __future__ import annotations
@@ -1000,7 +1010,7 @@ def _profile_one(args: argparse.Namespace, shape: Shape | None) -> None:
     phases.patch(ingest, "_policies_for", "  tool policies SELECT")
     phases.patch(ingest, "_store_failures", "  store failures (total)")
     phases.patch(ingest, "classify", "    classify (triage.lanes)")
-    phases.patch(ingest, "_groups_for", "    groups: INSERT IGNORE + SELECT")
+    phases.patch(ingest, "_groups_for", "    groups: SELECT by key, INSERT missing")
     phases.patch(FailureRecord.objects, "bulk_create", "    FailureRecord bulk_create")
     phases.patch(ingest, "_apply_group_deltas", "    group deltas (total)")
     phases.patch(
@@ -1026,10 +1036,10 @@ def _profile_one(args: argparse.Namespace, shape: Shape | None) -> None:
         - s["  parse (triage.normalize)"],
         "    build FailureRecord objects, deltas": s["  store failures (total)"]
         - s["    classify (triage.lanes)"]
-        - s["    groups: INSERT IGNORE + SELECT"]
+        - s["    groups: SELECT by key, INSERT missing"]
         - s["    FailureRecord bulk_create"]
         - s["    group deltas (total)"],
-        "      group UPDATEs (one per group), events": s["    group deltas (total)"]
+        "      group locks + UPDATE, events": s["    group deltas (total)"]
         - s["      upsert buckets"]
         - s["      upsert facets"],
         "ledger rows, COMMIT, outcomes": s["batch_ingest"]
@@ -1051,10 +1061,10 @@ def _profile_one(args: argparse.Namespace, shape: Shape | None) -> None:
         "  store failures (total)",
         "    classify (triage.lanes)",
         "    build FailureRecord objects, deltas",
-        "    groups: INSERT IGNORE + SELECT",
+        "    groups: SELECT by key, INSERT missing",
         "    FailureRecord bulk_create",
         "    group deltas (total)",
-        "      group UPDATEs (one per group), events",
+        "      group locks + UPDATE, events",
         "      upsert buckets",
         "      upsert facets",
         "ledger rows, COMMIT, outcomes",
