@@ -41,6 +41,16 @@ prints where the time goes per batch (scrub, parse, classify, claim, bulk_create
 updates, bucket and facet upserts, SQL statement count) and the top 25 cProfile entries.
 ``--app`` serves another WSGI callable as the fast path, to measure a candidate change
 (e.g. a module on ``PYTHONPATH`` that patches ``triage.ingest``) against the naive path.
+
+``--cardinality [SHAPES]`` measures how ingest cost follows the groups a batch touches: each
+shape TOOLSxCOLLECTIONSxREASONS draws every record's tool, collection and catalog reason at
+random from that many (default ``2x2x5,5x4x5,10x5x20``: about 20, 100 and 400 groups per
+batch of 500), all shapes in each round, and prints records/s, server time per record (the
+requests' time on the server: no more connections than workers, so no queueing) and server
+CPU per record (gunicorn and its PostgreSQL backends), each as a ratio to the first shape
+in the same round, median and spread over ``--repeat`` rounds. Target: the last shape
+within 1.3x of the first's server time per record. ``--baseline-app`` measures a second app
+next to each (the code before a change). With ``--profile`` it profiles each shape.
 """
 
 from __future__ import annotations
@@ -140,12 +150,111 @@ _QUERIES = (
 )
 _REGIONS = ("ap-northeast-2", "ap-northeast-1", "us-east-1")
 
+# The pools a cardinality shape draws from: a fleet's 50 tools (the policies' tools first,
+# so classification still meets them) in 5 collections, and every catalog reason.
+_TOOL_POOL = tuple(
+    dict.fromkeys(
+        [tool for _, tool, _, _ in TOOL_POLICIES]
+        + [
+            f"{verb}{noun}"
+            for noun in (
+                "Order", "Refund", "Shipment", "Invoice", "Member",
+                "Coupon", "Product", "Review", "Address", "Payment",
+            )
+            for verb in ("get", "list", "create", "update", "cancel")
+        ]
+    )
+)[:50]  # fmt: skip
+_COLLECTION_POOL = (
+    "shop-orders",
+    "shop-members",
+    "shop-logistics",
+    "shop-payments",
+    "shop-catalog",
+)
+# Shapes of the cardinality table: drawn at random like the load test's traffic, a batch
+# of 500 touches about 20, 100 and 400 groups (2x2x5 = 20 combinations, 5x4x5 = 100,
+# 10x5x20 = 1,000 of which about 390 turn up in 500 draws).
+CARDINALITY_TABLE = "2x2x5,5x4x5,10x5x20"
+CARDINALITY_TARGET = 1.3
 
-def build_items(count: int, *, prefix: str, seed: int) -> list[dict[str, Any]]:
-    """Failure items like the demo's (triage.demo_data), with runtime context: ~1 KB each."""
+
+@dataclass(frozen=True)
+class Shape:
+    """Distinct tools x collections x reasons that a batch's records are drawn from."""
+
+    tools: int
+    collections: int
+    reasons: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.tools}x{self.collections}x{self.reasons}"
+
+    @property
+    def combinations(self) -> int:
+        return self.tools * self.collections * self.reasons
+
+    @classmethod
+    def parse(cls, text: str) -> Shape:
+        parts = text.lower().split("x")
+        limits = (len(_TOOL_POOL), len(_COLLECTION_POOL), len(catalog_reasons()))
+        try:
+            numbers = [int(part) for part in parts]
+        except ValueError:
+            numbers = []
+        if len(numbers) != 3 or not all(
+            1 <= n <= limit for n, limit in zip(numbers, limits, strict=True)
+        ):
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: expected TOOLSxCOLLECTIONSxREASONS, at most "
+                f"{limits[0]}x{limits[1]}x{limits[2]}"
+            )
+        return cls(*numbers)
+
+
+def catalog_reasons() -> list[tuple[str, str]]:
+    """(stage, reason) of every catalog reason, taking one stage after another, so a few
+    reasons already span several stages."""
+    from triage.taxonomy import REASONS
+
+    by_stage: dict[str, list[str]] = defaultdict(list)
+    for info in REASONS.values():
+        by_stage[info.stage].append(info.code)
+    columns = list(by_stage.items())
+    ordered: list[tuple[str, str]] = []
+    for depth in range(max(len(codes) for _, codes in columns)):
+        ordered += [(stage, codes[depth]) for stage, codes in columns if depth < len(codes)]
+    return ordered
+
+
+def groups_per_batch(items: list[dict[str, Any]], size: int) -> float:
+    """The mean number of distinct groups (collection, stage, reason, tool) a batch touches."""
+    counts = [
+        len(
+            {
+                (b.get("collection", ""), b["stage"], b["reason"], b.get("tool", ""))
+                for b in (item["body"] for item in items[start : start + size])
+            }
+        )
+        for start in range(0, len(items), size)
+    ]
+    return sum(counts) / len(counts) if counts else 0.0
+
+
+def build_items(
+    count: int, *, prefix: str, seed: int, shape: Shape | None = None
+) -> list[dict[str, Any]]:
+    """Failure items like the demo's (triage.demo_data), with runtime context: ~1 KB each.
+
+    With a shape, each record's tool, collection and reason (with its stage) are drawn at
+    random from the first tools, collections and catalog reasons of the pools.
+    """
     from triage.demo_data import demo_items
 
     rng = random.Random(seed)
+    draw = random.Random(seed + 1)
+    reasons = catalog_reasons()
     now = datetime.now(UTC)
     items: list[dict[str, Any]] = []
     generated = demo_items(now=now, seed=seed, failures=count)
@@ -191,6 +300,16 @@ def build_items(count: int, *, prefix: str, seed: int) -> list[dict[str, Any]]:
                 "tags": ["prod", rng.choice(["canary", "stable"]), runtime],
             }
         )
+        if shape is not None:
+            stage, reason = draw.choice(reasons[: shape.reasons])
+            item["body"].update(
+                {
+                    "stage": stage,
+                    "reason": reason,
+                    "tool": draw.choice(_TOOL_POOL[: shape.tools]),
+                    "collection": draw.choice(_COLLECTION_POOL[: shape.collections]),
+                }
+            )
         items.append(item)
     return items
 
@@ -257,11 +376,12 @@ def benchmark_pids(server_pid: int) -> list[int]:
 
 def post_all(
     port: int, key: str, bodies: list[bytes], connections: int, pids: list[int] | None = None
-) -> tuple[float, float, float, list[tuple[int, bytes, float]]]:
+) -> tuple[float, float, float, float, list[tuple[int, bytes, float]]]:
     """POST every body over `connections` connections.
 
-    Returns (seconds, machine CPU busy, CPU used by `pids`, responses); the CPU figures are
-    fractions of all cores over the timed window.
+    Returns (seconds, machine CPU busy, CPU used by `pids`, CPU used by `pids` but the first
+    (the server side: gunicorn and PostgreSQL, without this sender), responses); the CPU
+    figures are fractions of all cores over the timed window.
 
     gunicorn's sync workers answer ``Connection: close``; http.client then reconnects by
     itself (a loopback connect costs well under a millisecond), gthread workers keep it open.
@@ -298,6 +418,7 @@ def post_all(
         thread.start()
     time.sleep(0.2)  # every connection is open and waiting
     ours_before = process_ticks(pids or [])
+    server_before = process_ticks((pids or [])[1:])
     busy_before, total_before = cpu_ticks()
     started = time.perf_counter()
     go.set()
@@ -306,10 +427,17 @@ def post_all(
     elapsed = time.perf_counter() - started
     busy_after, total_after = cpu_ticks()
     ours_after = process_ticks(pids or [])
+    server_after = process_ticks((pids or [])[1:])
     if failures:
         raise failures[0]
     ticks = max(1, total_after - total_before)
-    return elapsed, (busy_after - busy_before) / ticks, (ours_after - ours_before) / ticks, results
+    return (
+        elapsed,
+        (busy_after - busy_before) / ticks,
+        (ours_after - ours_before) / ticks,
+        (server_after - server_before) / ticks,
+        results,
+    )
 
 
 def check_responses(results: list[tuple[int, bytes, float]], sizes: list[int]) -> list[str]:
@@ -332,27 +460,37 @@ def check_responses(results: list[tuple[int, bytes, float]], sizes: list[int]) -
 
 def run_sender(args: argparse.Namespace) -> None:
     key = os.environ[KEY_ENV]
-    items = build_items(args.records, prefix=args.prefix, seed=args.seed)
+    shape = Shape.parse(args.shape) if args.shape else None
+    items = build_items(args.records, prefix=args.prefix, seed=args.seed, shape=shape)
     bodies = encode_batches(items, args.batch)
     sizes = [min(args.batch, len(items) - start) for start in range(0, len(items), args.batch)]
-    warm_items = build_items(WARMUP_BATCH * args.warmup, prefix=f"{args.prefix}-warm", seed=1)
+    warm_items = build_items(
+        WARMUP_BATCH * args.warmup, prefix=f"{args.prefix}-warm", seed=1, shape=shape
+    )
     warm_bodies = encode_batches(warm_items, WARMUP_BATCH)
     errors: list[str] = []
     if warm_bodies:
-        _, _, _, warm = post_all(args.port, key, warm_bodies, args.connections)
+        warm = post_all(args.port, key, warm_bodies, args.connections)[-1]
         errors += check_responses(warm, [WARMUP_BATCH] * len(warm_bodies))
     pids = benchmark_pids(args.server_pid) if args.server_pid else []
-    seconds, cpu_busy, cpu_ours, results = post_all(args.port, key, bodies, args.connections, pids)
+    seconds, cpu_busy, cpu_ours, cpu_server, results = post_all(
+        args.port, key, bodies, args.connections, pids
+    )
     errors += check_responses(results, sizes)
     latencies = sorted(latency for _, _, latency in results)
     report = {
         "records": len(items),
         "warmup_records": len(warm_items),
         "batches": len(bodies),
+        "groups_per_batch": groups_per_batch(items, args.batch),
         "bytes": sum(len(body) for body in bodies),
         "seconds": seconds,
         "cpu_busy": cpu_busy,
         "cpu_ours": cpu_ours,
+        "cpu_server": cpu_server,
+        # Each connection waits for its answer before sending again and there are no more
+        # connections than workers, so a request's latency is its time on the server.
+        "server_seconds": sum(latencies),
         "p50_ms": 1000 * latencies[len(latencies) // 2],
         "p95_ms": 1000 * latencies[min(len(latencies) - 1, int(len(latencies) * 0.95))],
         "errors": errors,
@@ -567,6 +705,10 @@ class Measurement:
     consistent: bool
     errors: list[str]
     server_log: str
+    shape: str = ""
+    groups_per_batch: float = 0.0
+    server_seconds: float = 0.0
+    cpu_server: float = 0.0
 
     @property
     def rate(self) -> float:
@@ -578,6 +720,17 @@ class Measurement:
         used = self.cpu_ours * (os.cpu_count() or 1) * self.seconds
         return self.records / used if used else 0.0
 
+    @property
+    def server_ms_per_record(self) -> float:
+        """Request time on the server (wall clock, HTTP included) per record."""
+        return 1000 * self.server_seconds / self.records if self.records else 0.0
+
+    @property
+    def server_cpu_us_per_record(self) -> float:
+        """CPU time of gunicorn and its PostgreSQL backends per record."""
+        used = self.cpu_server * (os.cpu_count() or 1) * self.seconds
+        return 1e6 * used / self.records if self.records else 0.0
+
 
 def measure(
     *,
@@ -588,6 +741,7 @@ def measure(
     args: argparse.Namespace,
     env: dict[str, str],
     key: str,
+    shape: Shape | None = None,
 ) -> Measurement:
     empty_tables(args.database_url)
     with serve(app, config, env) as (port, log, server_pid):
@@ -612,6 +766,7 @@ def measure(
                 f"{path}-{secrets.token_hex(3)}",
                 "--seed",
                 str(args.seed),
+                *(["--shape", shape.label] if shape is not None else []),
             ],
             cwd=ROOT,
             env={**env, KEY_ENV: key},
@@ -656,12 +811,19 @@ def measure(
         consistent=consistent,
         errors=errors,
         server_log=server_log[-3000:] if errors else "",
+        shape=shape.label if shape is not None else "",
+        groups_per_batch=report["groups_per_batch"],
+        server_seconds=report["server_seconds"],
+        cpu_server=report["cpu_server"],
     )
 
 
 def print_table(rows: list[Measurement]) -> None:
+    shaped = any(row.shape for row in rows)
     header = (
-        f"{'path':<7}{'server':<18}{'conns':>6}{'records':>9}{'seconds':>9}{'records/s':>11}"
+        f"{'path':<7}{'shape' if shaped else '':<{9 if shaped else 0}}{'server':<18}"
+        f"{'conns':>6}{'records':>9}"
+        f"{'seconds':>9}{'records/s':>11}"
         f"{'batch p50':>11}{'p95':>9}{'KB/rec':>8}{'CPU ours':>10}{'others':>8}"
         f"{'rec/core-s':>12}  db check"
     )
@@ -669,7 +831,8 @@ def print_table(rows: list[Measurement]) -> None:
     print("-" * len(header))
     for row in rows:
         print(
-            f"{row.path:<7}{row.server:<18}{row.connections:>6}{row.records:>9}"
+            f"{row.path:<7}{row.shape if shaped else '':<{9 if shaped else 0}}{row.server:<18}"
+            f"{row.connections:>6}{row.records:>9}"
             f"{row.seconds:>9.2f}{row.rate:>11.0f}{row.p50_ms:>9.0f}ms{row.p95_ms:>7.0f}ms"
             f"{row.kb_per_record:>8.2f}{100 * row.cpu_ours:>9.0f}%"
             f"{100 * max(0.0, row.cpu_busy - row.cpu_ours):>7.0f}%{row.per_core_second:>12.0f}"
@@ -692,6 +855,50 @@ def print_table(rows: list[Measurement]) -> None:
             f"{len(noisy)} run(s): those rates understate what this machine can do "
             f"(rec/core-s x {os.cpu_count()} cores bounds the rate on an idle machine)"
         )
+
+
+def print_cardinality_table(rows: list[Measurement], shapes: list[Shape]) -> bool:
+    """Per shape: the median over rounds, and each round's ratio to the first shape measured
+    in that round (min..max over rounds). True when the shape touching the most groups is
+    within CARDINALITY_TARGET of the first one's server time per record (median ratio)."""
+    rounds = [rows[start : start + len(shapes)] for start in range(0, len(rows), len(shapes))]
+
+    def median(values: list[float]) -> float:
+        ordered = sorted(values)
+        middle = len(ordered) // 2
+        return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+    def spread(values: list[float]) -> str:
+        return f"{min(values):.2f}..{max(values):.2f}" if len(values) > 1 else ""
+
+    print(
+        f"\ncardinality: tools x collections x reasons drawn at random per record; "
+        f"median of {len(rounds)} round(s), ratios to {shapes[0].label} in the same round"
+    )
+    header = (
+        f"{'shape':<10}{'groups/batch':>13}{'records/s':>11}{'server ms/rec':>15}"
+        f"{'ratio':>7}{'spread':>12}{'server CPU us/rec':>19}{'ratio':>7}{'spread':>12}"
+    )
+    print(header)
+    print("-" * len(header))
+    worst = 0.0
+    for position, shape in enumerate(shapes):
+        mine = [one_round[position] for one_round in rounds]
+        wall = [row.server_ms_per_record / one_round[0].server_ms_per_record
+                for row, one_round in zip(mine, rounds, strict=True)]  # fmt: skip
+        cpu = [row.server_cpu_us_per_record / max(one_round[0].server_cpu_us_per_record, 1e-9)
+               for row, one_round in zip(mine, rounds, strict=True)]  # fmt: skip
+        print(
+            f"{shape.label:<10}{median([r.groups_per_batch for r in mine]):>13.0f}"
+            f"{median([r.rate for r in mine]):>11.0f}"
+            f"{median([r.server_ms_per_record for r in mine]):>15.3f}"
+            f"{median(wall):>6.2f}x{spread(wall):>12}"
+            f"{median([r.server_cpu_us_per_record for r in mine]):>19.0f}"
+            f"{median(cpu):>6.2f}x{spread(cpu):>12}"
+        )
+        if position == len(shapes) - 1:
+            worst = median(wall)
+    return worst <= CARDINALITY_TARGET
 
 
 # --- in-process profile -----------------------------------------------------------------------
@@ -736,13 +943,20 @@ class _Phases:
 
 
 def run_profile(args: argparse.Namespace, env: dict[str, str]) -> None:
-    import cProfile
-    import pstats
-
     os.environ.update(env)
     import django
 
     django.setup()
+    for shape in args.cardinality or [None]:
+        if shape is not None:
+            print(f"\n=== shape {shape.label} (tools x collections x reasons) ===")
+        _profile_one(args, shape)
+
+
+def _profile_one(args: argparse.Namespace, shape: Shape | None) -> None:
+    import cProfile
+    import pstats
+
     from django.db import connection
     from rest_framework.renderers import JSONRenderer
 
@@ -752,7 +966,10 @@ def run_profile(args: argparse.Namespace, env: dict[str, str]) -> None:
     empty_tables(args.database_url)
     api_key = ApiKey.objects.get(name=KEY_NAME)
     rounds = args.profile_batches
-    items = build_items(args.batch * (rounds + 2), prefix="profile", seed=args.seed)
+    items = build_items(
+        args.batch * (rounds + 2), prefix=f"profile-{secrets.token_hex(3)}", seed=args.seed,
+        shape=shape,
+    )  # fmt: skip
     bodies = encode_batches(items, args.batch)
     statements = [0, 0.0]
 
@@ -793,7 +1010,7 @@ def run_profile(args: argparse.Namespace, env: dict[str, str]) -> None:
     phases.patch(ingest, "_policies_for", "  tool policies SELECT")
     phases.patch(ingest, "_store_failures", "  store failures (total)")
     phases.patch(ingest, "classify", "    classify (triage.lanes)")
-    phases.patch(ingest, "_groups_for", "    groups: INSERT IGNORE + SELECT")
+    phases.patch(ingest, "_groups_for", "    groups: SELECT by key, INSERT missing")
     phases.patch(FailureRecord.objects, "bulk_create", "    FailureRecord bulk_create")
     phases.patch(ingest, "_apply_group_deltas", "    group deltas (total)")
     phases.patch(
@@ -819,10 +1036,10 @@ def run_profile(args: argparse.Namespace, env: dict[str, str]) -> None:
         - s["  parse (triage.normalize)"],
         "    build FailureRecord objects, deltas": s["  store failures (total)"]
         - s["    classify (triage.lanes)"]
-        - s["    groups: INSERT IGNORE + SELECT"]
+        - s["    groups: SELECT by key, INSERT missing"]
         - s["    FailureRecord bulk_create"]
         - s["    group deltas (total)"],
-        "      group UPDATEs (one per group), events": s["    group deltas (total)"]
+        "      group locks + UPDATE, events": s["    group deltas (total)"]
         - s["      upsert buckets"]
         - s["      upsert facets"],
         "ledger rows, COMMIT, outcomes": s["batch_ingest"]
@@ -844,10 +1061,10 @@ def run_profile(args: argparse.Namespace, env: dict[str, str]) -> None:
         "  store failures (total)",
         "    classify (triage.lanes)",
         "    build FailureRecord objects, deltas",
-        "    groups: INSERT IGNORE + SELECT",
+        "    groups: SELECT by key, INSERT missing",
         "    FailureRecord bulk_create",
         "    group deltas (total)",
-        "      group UPDATEs (one per group), events",
+        "      group locks + UPDATE, events",
         "      upsert buckets",
         "      upsert facets",
         "ledger rows, COMMIT, outcomes",
@@ -909,13 +1126,33 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--repeat", type=int, default=1, help="runs per path; the best counts")
     parser.add_argument("--profile", action="store_true", help="profile batch_ingest in-process")
     parser.add_argument("--profile-batches", type=int, default=5)
+    parser.add_argument(
+        "--cardinality",
+        nargs="?",
+        const=CARDINALITY_TABLE,
+        type=parse_shapes,
+        metavar="SHAPES",
+        help="measure the fast path for each TOOLSxCOLLECTIONSxREASONS shape in the same run "
+        f"(comma-separated; without a value {CARDINALITY_TABLE}); with --profile, profile each",
+    )
+    parser.add_argument(
+        "--baseline-app",
+        default="",
+        help="with --cardinality: also measure this WSGI app in each round (the code before a "
+        "change), and compare",
+    )
     # The sender process (internal).
     parser.add_argument("--sender", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--server-pid", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--prefix", default="bench", help=argparse.SUPPRESS)
     parser.add_argument("--warmup", type=int, default=4, help=argparse.SUPPRESS)
+    parser.add_argument("--shape", default="", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
+
+
+def parse_shapes(text: str) -> list[Shape]:
+    return [Shape.parse(part.strip()) for part in text.split(",") if part.strip()]
 
 
 def _raise_on_sigterm(signum: int, frame: Any) -> None:
@@ -934,10 +1171,22 @@ def main() -> int:
         run_profile(args, env)
         return 0
 
-    def run(path: str, app: str, config: ServerConfig, records: int) -> Measurement:
+    def run(
+        path: str, app: str, config: ServerConfig, records: int, shape: Shape | None = None
+    ) -> Measurement:
         return measure(
-            path=path, app=app, config=config, records=records, args=args, env=env, key=key
+            path=path,
+            app=app,
+            config=config,
+            records=records,
+            args=args,
+            env=env,
+            key=key,
+            shape=shape,
         )
+
+    if args.cardinality:
+        return run_cardinality(args, run)
 
     if args.sweep:
         rows = [
@@ -978,6 +1227,47 @@ def main() -> int:
         )
     print("check: " + "; ".join(verdict))
     return 1 if args.strict and not (ok_rate and ok_ratio) else 0
+
+
+def run_cardinality(args: argparse.Namespace, run: Callable[..., Measurement]) -> int:
+    """Every shape in each round (and the baseline app's, when given), then the tables."""
+    shapes: list[Shape] = args.cardinality
+    config = ServerConfig(args.workers, args.threads, args.connections)
+    apps = [("fast", args.app)] + ([("before", args.baseline_app)] if args.baseline_app else [])
+    rows: dict[str, list[Measurement]] = {path: [] for path, _ in apps}
+    for _ in range(args.repeat):
+        for shape in shapes:  # the apps side by side, so they see the same machine noise
+            for path, app in apps:
+                rows[path].append(run(path, app, config, args.records, shape))
+    print(f"\nPostgreSQL {args.database_url}, batches of {args.batch}, cores: {os.cpu_count()}")
+    print_table([row for path_rows in rows.values() for row in path_rows])
+    ok = all(r.consistent and not r.errors for path_rows in rows.values() for r in path_rows)
+    verdicts: list[str] = []
+    ok_fast = ok
+    for path, app in apps:
+        print(f"\n{path}: {app}")
+        within = print_cardinality_table(rows[path], shapes)
+        verdicts.append(
+            f"{path}: {shapes[-1].label} within {CARDINALITY_TARGET}x of {shapes[0].label}'s "
+            f"server time per record: {'PASS' if within and ok else 'MISS'}"
+        )
+        if path == "fast":
+            ok_fast = within and ok
+    if args.baseline_app:
+        print("\nfast / before, records/s per shape and round:")
+        for position, shape in enumerate(shapes):
+            ratios = [
+                fast.rate / before.rate
+                for fast, before in zip(
+                    rows["fast"][position :: len(shapes)],
+                    rows["before"][position :: len(shapes)],
+                    strict=True,
+                )
+                if before.rate
+            ]
+            print(f"  {shape.label:<10}" + "  ".join(f"{ratio:.2f}x" for ratio in ratios))
+    print("check: " + "; ".join(verdicts))
+    return 1 if args.strict and not ok_fast else 0
 
 
 if __name__ == "__main__":

@@ -610,9 +610,9 @@ def _store_failures(
     groups = _groups_for(records)
     deltas: dict[int, _GroupDelta] = defaultdict(_GroupDelta)
     for record in records:
-        group = groups[_group_key(record)]
-        record.group = group
-        deltas[group.pk].add(record)
+        group_id = groups[_group_key(record)]
+        record.group_id = group_id
+        deltas[group_id].add(record)
     _insert_records(records)
     _apply_group_deltas(deltas, now=now)
 
@@ -647,43 +647,75 @@ def _group_key(record: FailureRecord) -> tuple[str, str, str, str]:
     return (record.collection, record.stage, record.reason, record.tool)
 
 
-def _groups_for(records: list[FailureRecord]) -> dict[tuple[str, str, str, str], FailureGroup]:
+_GROUP_KEY = ("collection", "stage", "reason", "tool")
+_GROUP_KEY_TYPES = ("text", "text", "text", "text")
+# A new group's columns: its key, then what its first record says, then counters at zero
+# (the batch's UPDATE adds them, as for every other group).
+_GROUP_NEW = (*_GROUP_KEY, "reason_mapped", "first_seen", "last_seen", "lane", "count",
+              "retryable_count", "contradiction_count", "pruned_count", "status")  # fmt: skip
+_GROUP_NEW_TYPES = (*_GROUP_KEY_TYPES, "boolean", "timestamptz", "timestamptz", "text",
+                    "bigint", "bigint", "bigint", "bigint", "text")  # fmt: skip
+
+
+def _groups_for(records: list[FailureRecord]) -> dict[tuple[str, str, str, str], int]:
+    """The group id of each key among the records: one SELECT joined to exactly the batch's
+    keys, then one INSERT of those missing (a batch's cost follows its groups, not every
+    group that shares a collection, stage, reason or tool with one of them)."""
     first: dict[tuple[str, str, str, str], FailureRecord] = {}
     for record in records:
         first.setdefault(_group_key(record), record)
     keys = sorted(first)
-    FailureGroup.objects.bulk_create(
-        [
-            FailureGroup(
-                collection=key[0],
-                stage=key[1],
-                reason=key[2],
-                tool=key[3],
-                reason_mapped=first[key].reason_mapped,
-                first_seen=first[key].occurred_at,
-                last_seen=first[key].occurred_at,
-                lane=first[key].lane,
+    found = _group_ids(keys)
+    missing = [key for key in keys if key not in found]
+    if not missing:
+        return found
+    adapt = connection.ops.adapt_datetimefield_value
+    rows = [
+        (*key, first[key].reason_mapped, adapt(first[key].occurred_at),
+         adapt(first[key].occurred_at), first[key].lane, 0, 0, 0, 0, GroupStatus.OPEN.value)
+        for key in missing
+    ]  # fmt: skip
+    with connection.cursor() as cursor:
+        for source, params in _row_sources(_GROUP_NEW_TYPES, rows):
+            cursor.execute(
+                f"INSERT INTO {_GROUP_TABLE} ({', '.join(_GROUP_NEW)}) {source} "
+                f"ON CONFLICT ({', '.join(_GROUP_KEY)}) DO NOTHING "
+                f"RETURNING id, {', '.join(_GROUP_KEY)}",
+                params,
             )
-            for key in keys
-        ],
-        ignore_conflicts=True,
-    )
-    candidates = FailureGroup.objects.filter(
-        collection__in={k[0] for k in keys},
-        stage__in={k[1] for k in keys},
-        reason__in={k[2] for k in keys},
-        tool__in={k[3] for k in keys},
-    )
-    found = {(g.collection, g.stage, g.reason, g.tool): g for g in candidates}
-    return {key: found[key] for key in keys}
+            found.update({tuple(row[1:]): row[0] for row in cursor.fetchall()})
+    # A concurrent batch created these after the SELECT: its INSERT waited for that batch
+    # to commit, so a new statement sees them.
+    raced = [key for key in missing if key not in found]
+    if raced:
+        found.update(_group_ids(raced))
+    return found
+
+
+def _group_ids(keys: list[tuple[str, str, str, str]]) -> dict[tuple[str, str, str, str], int]:
+    found: dict[tuple[str, str, str, str], int] = {}
+    if not keys:
+        return found
+    match = " AND ".join(f"g.{column} = k.{column}" for column in _GROUP_KEY)
+    with connection.cursor() as cursor:
+        for source, params in _row_sources(_GROUP_KEY_TYPES, keys):
+            cursor.execute(
+                f"WITH k({', '.join(_GROUP_KEY)}) AS ({source}) "
+                f"SELECT g.id, {', '.join(f'g.{column}' for column in _GROUP_KEY)} "
+                f"FROM {_GROUP_TABLE} g JOIN k ON {match}",
+                params,
+            )
+            found.update({tuple(row[1:]): row[0] for row in cursor.fetchall()})
+    return found
 
 
 _GROUP_TABLE = FailureGroup._meta.db_table
-# One UPDATE for all the groups of a batch, joined to the batch's deltas. The same text runs
-# on PostgreSQL and SQLite (UPDATE ... FROM, a CTE with named columns); only the names of
-# the two-argument min/max differ. Every SET expression reads the row as it was.
+# One UPDATE for all the groups of a batch, joined to the batch's deltas (on PostgreSQL one
+# array per column, elsewhere VALUES, as _row_sources gives them). The same text runs on
+# PostgreSQL and SQLite (UPDATE ... FROM, a CTE with named columns); only the names of the
+# two-argument min/max differ. Every SET expression reads the row as it was.
 _GROUP_UPDATE = """
-WITH d(id, n, r, c, fs, ls, lane) AS (VALUES {values})
+WITH d(id, n, r, c, fs, ls, lane) AS ({{source}})
 UPDATE {table} SET
     count = {table}.count + d.n,
     retryable_count = {table}.retryable_count + d.r,
@@ -726,44 +758,38 @@ def _apply_group_deltas(deltas: dict[int, _GroupDelta], *, now: datetime) -> Non
         FailureGroup.objects.select_for_update(no_key=True)
         .filter(pk__in=ids)
         .order_by("pk")
-        .only("pk", "status", "mute_remaining_count", "muted_until")
+        .values_list("pk", "status", "mute_remaining_count", "muted_until", named=True)
     )
     events = [
         event for group in locked for event in _status_events(group, deltas[group.pk], now=now)
     ]
     ops = connection.ops
     postgres = connection.vendor == "postgresql"
-    row = "(%s, %s, %s, %s, %s, %s, %s)"
-    if postgres:  # untyped VALUES parameters need their types in the first row
-        row = (
-            "(%s::bigint, %s::bigint, %s::bigint, %s::bigint, "
-            "%s::timestamptz, %s::timestamptz, %s::varchar)"
-        )
-    params: list[Any] = []
-    for group_id in ids:
-        delta = deltas[group_id]
-        params += [
+    rows = [
+        (
             group_id,
-            delta.count,
-            delta.retryable,
-            delta.contradictions,
-            ops.adapt_datetimefield_value(delta.first_seen),
-            ops.adapt_datetimefield_value(delta.last_seen),
-            delta.lane,
-        ]
-    unmute = _UNMUTE.format(table=_GROUP_TABLE)
+            deltas[group_id].count,
+            deltas[group_id].retryable,
+            deltas[group_id].contradictions,
+            ops.adapt_datetimefield_value(deltas[group_id].first_seen),
+            ops.adapt_datetimefield_value(deltas[group_id].last_seen),
+            deltas[group_id].lane,
+        )
+        for group_id in ids
+    ]
     sql = _GROUP_UPDATE.format(
-        values=", ".join([row] * len(ids)),
         table=_GROUP_TABLE,
         least="LEAST" if postgres else "MIN",
         greatest="GREATEST" if postgres else "MAX",
-        unmute=unmute,
+        unmute=_UNMUTE.format(table=_GROUP_TABLE),
     )
     stamp = ops.adapt_datetimefield_value(now)
-    # The placeholders after VALUES are all `now`: one in each of the four unmute tests
+    types = ("bigint", "bigint", "bigint", "bigint", "timestamptz", "timestamptz", "text")
+    # The placeholders after the source are all `now`: one in each of the four unmute tests
     # and the new status_changed_at.
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*params, *[stamp] * 5])
+        for source, params in _row_sources(types, rows):
+            cursor.execute(sql.format(source=source), [*params, *[stamp] * 5])
     GroupEvent.objects.bulk_create(events)
     _upsert_increments(
         FailureGroupBucket._meta.db_table,
@@ -797,12 +823,13 @@ def _apply_group_deltas(deltas: dict[int, _GroupDelta], *, now: datetime) -> Non
     )
 
 
-def _status_events(group: FailureGroup, delta: _GroupDelta, *, now: datetime) -> list[GroupEvent]:
-    """History rows for the status changes a batch causes (read before the UPDATE)."""
+def _status_events(group: Any, delta: _GroupDelta, *, now: datetime) -> list[GroupEvent]:
+    """History rows for the status changes a batch causes (read before the UPDATE), from
+    the group's (pk, status, mute_remaining_count, muted_until)."""
     if group.status == GroupStatus.RESOLVED:
         return [
             GroupEvent(
-                group=group,
+                group_id=group.pk,
                 action="regressed",
                 status_before=GroupStatus.RESOLVED,
                 status_after=GroupStatus.REGRESSED,

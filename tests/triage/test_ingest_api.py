@@ -7,7 +7,9 @@ from typing import Any
 from unittest import mock
 
 import pytest
-from django.db import OperationalError
+from django.db import OperationalError, connection
+from django.db.models import Sum
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -276,6 +278,51 @@ def test_group_counters_buckets_and_facets_follow_the_records(ingest_client: API
     facets = {(f.dimension, f.value): f.count for f in FailureGroupFacet.objects.all()}
     assert facets[("source", "runtime")] == 2 and facets[("source", "quality_lab")] == 1
     assert facets[("lane", "retry_safe")] == 3
+
+
+def test_groups_sharing_parts_of_a_key_keep_their_own_counters(ingest_client: APIClient) -> None:
+    post(
+        ingest_client,
+        [failure_item(collection="a", tool="t2"), failure_item(collection="b", tool="t1")],
+    )
+    post(
+        ingest_client,
+        [
+            failure_item(collection="a", tool="t1"),
+            failure_item(collection="b", tool="t2"),
+            failure_item(collection="b", tool="t2"),
+            failure_item(collection="a", tool="t2"),
+        ],
+    )
+    counts = {(g.collection, g.tool): g.count for g in FailureGroup.objects.all()}
+    assert counts == {("a", "t2"): 2, ("b", "t1"): 1, ("a", "t1"): 1, ("b", "t2"): 2}
+    by_group = {
+        (record.collection, record.tool): record.group_id for record in FailureRecord.objects.all()
+    }
+    groups = {(g.collection, g.tool): g.pk for g in FailureGroup.objects.all()}
+    assert by_group == groups
+    assert FailureGroupBucket.objects.aggregate(total=Sum("count"))["total"] == 6
+
+
+@pytest.mark.parametrize("new_groups", [False, True])
+def test_a_batch_costs_the_same_statements_for_few_or_many_groups(
+    ingest_client: APIClient, new_groups: bool
+) -> None:
+    def batch(groups: int, collection: str) -> list[dict[str, Any]]:
+        return [failure_item(tool=f"tool{n % groups}", collection=collection) for n in range(200)]
+
+    post(ingest_client, [failure_item(collection="warm-up")])  # the key's last use is stamped
+    statements = []
+    for groups in (2, 100):
+        collection = f"c{groups}"
+        if not new_groups:
+            post(ingest_client, batch(groups, collection))  # creates the groups
+        with CaptureQueriesContext(connection) as queries:
+            response = post(ingest_client, batch(groups, collection))
+        assert response.json()["accepted"] == 200
+        statements.append(len(queries))
+        assert FailureGroup.objects.filter(collection=collection).count() == groups
+    assert statements[0] == statements[1]
 
 
 def test_a_resolved_group_that_sees_a_new_record_is_regressed(ingest_client: APIClient) -> None:
