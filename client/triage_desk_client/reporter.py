@@ -267,6 +267,17 @@ class Reporter:
     # --- the sender thread --------------------------------------------------------------------
 
     def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._send_until_closed()
+                return
+            except Exception as exc:  # a bug or an unusable spool: keep the items, go on
+                logger.exception("triage desk reporter: the sender failed; retrying")
+                with self._lock:
+                    self._last_error = f"sender failed: {type(exc).__name__}"
+                self._stop.wait(self._max_backoff)
+
+    def _send_until_closed(self) -> None:
         next_scan = 0.0
         next_sync = time.monotonic() + self._fsync_interval
         while not self._stop.is_set():
@@ -337,6 +348,8 @@ class Reporter:
                     self._changed.wait()
                 if self._closing or self._stop.is_set():
                     return False
+                if batch.segment not in self._spool.segments:
+                    return False  # dropped meanwhile (the spool was full): counted there
                 key = self._api_key
             body = b'{"items":[' + b",".join(batch.payloads[low:high]) + b"]}"
             delay: float | None = None

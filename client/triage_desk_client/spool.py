@@ -121,7 +121,7 @@ class Spool:
         name = f"{time.time_ns():020d}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         creating = os.path.join(self.directory, name + _CREATING_SUFFIX)
         path = os.path.join(self.directory, name + SEGMENT_SUFFIX)
-        fd = os.open(creating, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)
+        fd = os.open(creating, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             os.rename(creating, path)
