@@ -4,7 +4,7 @@ desk would refuse as a ``conflict``).
 
 An id is a readable prefix (what the item is about: plan, step, event type, sequence) and
 16 hex digits of the SHA-256 of the item's canonical JSON. A receipt is identified by its
-``tool_run_id`` and a learning attempt by its ``attempt_id``, as the runtime gave them.
+``tool_run_id`` (and ``attempt``), as the runtime gave them.
 """
 
 from __future__ import annotations
@@ -57,9 +57,14 @@ def runner_event_id(
 
 
 def receipt_id(body: Mapping[str, Any], canonical: bytes) -> str:
+    """The receipt's ``tool_run_id`` (``tool_run_id#attempt`` when it names its attempt):
+    one tool run, one receipt."""
     tool_run_id = body.get("tool_run_id")
-    if isinstance(tool_run_id, str) and 0 < len(tool_run_id) <= MAX_ID_LENGTH:
-        return tool_run_id
+    attempt = body.get("attempt")
+    if isinstance(tool_run_id, str) and tool_run_id:
+        receipt = f"{tool_run_id}#{attempt}" if attempt not in (None, "") else tool_run_id
+        if len(receipt) <= MAX_ID_LENGTH:
+            return receipt
     return _join("receipt", _text(body.get("tool")), canonical=canonical)
 
 
@@ -73,7 +78,11 @@ def audit_event_id(body: Mapping[str, Any], canonical: bytes) -> str:
 
 
 def learning_attempt_id(body: Mapping[str, Any], canonical: bytes) -> str:
-    attempt_id = body.get("attempt_id")
-    if isinstance(attempt_id, str) and 0 < len(attempt_id) <= MAX_ID_LENGTH:
-        return attempt_id
-    return _join("attempt", _text(body.get("collection_id")), canonical=canonical)
+    """The record's ``attempt_id`` and its digest: ``build_trace_learning_record`` derives
+    the same ``attempt_id`` for every attempt at one query when it is given no
+    ``created_at``, and two attempts must not share an id."""
+    return _join(
+        "attempt",
+        _text(body.get("attempt_id")),
+        canonical=canonical,
+    )

@@ -143,7 +143,7 @@ class Reporter:
         )
 
     def receipt(self, body: Mapping[str, Any]) -> str:
-        """A tool-run receipt; its id is its ``tool_run_id``."""
+        """A tool-run receipt; its id is its ``tool_run_id`` (``#attempt`` when given)."""
         return self._append("receipt", None, body, ids.receipt_id)
 
     def audit_event(self, body: Mapping[str, Any]) -> str:
@@ -151,7 +151,8 @@ class Reporter:
         return self._append("audit_event", None, body, ids.audit_event_id)
 
     def learning_attempt(self, record: Mapping[str, Any]) -> str:
-        """graph-tool-call's ``build_trace_learning_record`` output; its id is ``attempt_id``."""
+        """graph-tool-call's ``build_trace_learning_record`` output (id: its ``attempt_id``
+        and a digest of the record)."""
         return self._append("learning_attempt", None, record, ids.learning_attempt_id)
 
     def _append(
