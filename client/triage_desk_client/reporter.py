@@ -47,6 +47,14 @@ _RETRY_AFTER_CAP = 3600.0
 _ORPHAN_SCAN_INTERVAL = 5.0
 _USER_AGENT = "triage-desk-client/0.1.0"
 
+# Canonical JSON (sorted keys): the default ids digest it; values JSON cannot hold (a
+# datetime, a set) are written as their str().
+_ENCODER = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=str
+)
+
+_encode_string: Callable[[str], str] = json.encoder.encode_basestring
+
 IdMaker = Callable[[Mapping[str, Any], bytes], str]
 
 
@@ -158,23 +166,16 @@ class Reporter:
     def _append(
         self, item_type: str, item_id: str | None, body: Mapping[str, Any], make_id: IdMaker
     ) -> str:
-        if not isinstance(body, Mapping):
+        if type(body) is not dict and not isinstance(body, Mapping):
             raise TypeError(f"a {item_type} body must be a mapping, not {type(body).__name__}")
-        canonical = json.dumps(
-            body,
-            sort_keys=True,
-            separators=(",", ":"),
-            ensure_ascii=False,
-            allow_nan=False,
-            default=str,
-        ).encode()
+        canonical = _ENCODER.encode(body).encode()
         if item_id is None:
             item_id = make_id(body, canonical)
         if not isinstance(item_id, str) or not 0 < len(item_id) <= ids.MAX_ID_LENGTH:
             raise ValueError(f"an item id must be a string of 1-{ids.MAX_ID_LENGTH} characters")
         line = frame(
             b'{"type":"%s","id":%s,"body":%s}'
-            % (item_type.encode(), json.dumps(item_id, ensure_ascii=False).encode(), canonical)
+            % (item_type.encode(), _encode_string(item_id).encode(), canonical)
         )
         with self._lock:
             if self._closed:
@@ -326,14 +327,14 @@ class Reporter:
                 )
                 return (segment, segment.acked, segment.size) if due else None
             if not segment.active:  # every record answered
-                self._spool.segments.remove(segment)
+                self._spool.remove(segment)
                 self._spool.release(segment, delete=True)
         return None
 
     def _deliver(self, batch: Batch) -> None:
         if batch.damaged:
             with self._lock:
-                batch.segment.answered += batch.damaged
+                self._spool.answered(batch.segment, batch.damaged)
                 self._counts["dropped"] += batch.damaged
         if batch.payloads:
             self._send(batch, 0, len(batch.payloads))
@@ -457,7 +458,7 @@ class Reporter:
             )
         with self._lock:
             segment.acked = max(segment.acked, end)
-            segment.answered += high - low
+            self._spool.answered(segment, high - low)
             self._counts["sent"] += outcome.get("accepted", 0)
             self._counts["duplicate"] += outcome.get("duplicate", 0)
             self._counts["rejected"] += len(outcome.get("rejected", ()))
@@ -476,8 +477,7 @@ class Reporter:
                 for segment in found:
                     self._spool.release(segment, delete=False)
                 return
-            self._spool.segments[:0] = found  # older than the active segment
-            self._spool.segments.sort(key=lambda segment: (segment.active, segment.path))
+            self._spool.add(found)
             self._changed.notify_all()
         logger.info(
             "triage desk spool: adopted %d unsent items left by an earlier process",

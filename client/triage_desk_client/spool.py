@@ -105,16 +105,11 @@ class Spool:
     segments: list[Segment] = field(default_factory=list)  # oldest first
     to_close: list[Segment] = field(default_factory=list)  # dropped; the sender closes them
     dir_dirty: bool = False
+    # Kept up to date by every change below (report() must not walk the segments).
+    total_bytes: int = 0  # bytes of the segments held
+    unanswered: int = 0  # their records the desk has not answered for
 
     # --- the caller's side (under the reporter's lock) ------------------------------------
-
-    @property
-    def total_bytes(self) -> int:
-        return sum(segment.size for segment in self.segments)
-
-    @property
-    def unanswered(self) -> int:
-        return sum(segment.unanswered for segment in self.segments)
 
     def open_active(self) -> Segment:
         """A new, locked, empty segment that report() appends to."""
@@ -162,12 +157,15 @@ class Spool:
         active.size += len(line)
         active.items += 1
         active.dirty = True
+        self.total_bytes += len(line)
+        self.unanswered += 1
         return dropped
 
     def drop_oldest(self) -> int:
         """Delete the oldest segment (the spool is full); the records it held unanswered."""
-        segment = self.segments.pop(0)
+        segment = self.segments[0]
         lost = segment.unanswered
+        self.remove(segment)
         for path in (segment.path, segment.ack_path):
             with contextlib.suppress(OSError):
                 os.unlink(path)
@@ -179,6 +177,24 @@ class Spool:
             lost,
         )
         return lost
+
+    def remove(self, segment: Segment) -> None:
+        """Stop counting `segment` as held (its file is released separately)."""
+        self.segments.remove(segment)
+        self.total_bytes -= segment.size
+        self.unanswered -= segment.unanswered
+
+    def add(self, segments: list[Segment]) -> None:
+        """Hold adopted segments, in age order before the active one."""
+        self.segments.extend(segments)
+        self.segments.sort(key=lambda segment: (segment.active, segment.path))
+        self.total_bytes += sum(segment.size for segment in segments)
+        self.unanswered += sum(segment.unanswered for segment in segments)
+
+    def answered(self, segment: Segment, records: int) -> None:
+        """The desk answered for `records` more records of `segment` (or they were skipped)."""
+        segment.answered += records
+        self.unanswered -= records
 
     # --- the sender's side -------------------------------------------------------------------
 
