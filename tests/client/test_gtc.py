@@ -32,7 +32,7 @@ def reporter(desk: FakeDesk, tmp_path: Path) -> Iterator[Reporter]:
 
 
 def stored(desk: FakeDesk, item_id: str) -> dict[str, object]:
-    return json.loads(desk.stored[item_id])  # type: ignore[no-any-return]
+    return json.loads(desk.stored[item_id])
 
 
 def test_report_stream_yields_each_event_unchanged_and_reports_it_once(
