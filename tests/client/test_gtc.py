@@ -11,10 +11,10 @@ import pytest
 from graph_tool_call.graphify import select_target_candidate
 from graph_tool_call.learning import build_trace_learning_record
 from graph_tool_call.plan.runner import PlanStarted, StepFailed
-
-from tests.client.fake_desk import FakeDesk
 from triage_desk_client import Reporter
 from triage_desk_client.gtc import report_selection_failure, report_stream
+
+from tests.client.fake_desk import FakeDesk
 
 
 @pytest.fixture

@@ -318,3 +318,24 @@ def test_suggestion_cache_follows_promotions_polls_with_304_and_outlives_the_des
     assert not cache.refresh()
     assert cache.last_status is None and "cannot reach the desk" in str(cache.last_error)
     assert _top(cache.apply(QUERY, CANDIDATES)) == "getRefundableOrders"  # the last answer
+
+
+def test_the_demo_sends_its_traffic_through_the_reporter(
+    desk: TcpProxy, tmp_path: Path, settings: Any
+) -> None:
+    from io import StringIO
+
+    from django.utils import timezone
+
+    from triage.demo_data import demo_items
+    from triage.management.commands.demo import DEMO_OWNER, Command
+
+    settings.BASE_DIR = tmp_path  # the demo's spool goes under var/
+    output = StringIO()
+    Command(stdout=output)._load_traffic(f"http://127.0.0.1:{desk.port}")
+    expected = len(list(demo_items(now=timezone.now())))
+    stored = IngestItem.objects.filter(owner=DEMO_OWNER).count()
+    assert "with triage_desk_client.Reporter" in output.getvalue()
+    assert f"Sent {expected} demo items" in output.getvalue()
+    assert f"{stored} accepted" in output.getvalue() and stored > 0
+    assert not list((tmp_path / "var" / "demo-spool").glob("*.seg"))  # all delivered
