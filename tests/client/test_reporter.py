@@ -10,6 +10,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 from triage_desk_client import Reporter
@@ -29,10 +30,10 @@ def desk() -> Iterator[FakeDesk]:
 def make_reporter(tmp_path: Path, desk: FakeDesk) -> Iterator[Callable[..., Reporter]]:
     made: list[Reporter] = []
 
-    def make(key: str = "good-key", spool: Path | None = None, **options: object) -> Reporter:
-        settings: dict[str, object] = {"flush_interval": 0.05, "max_backoff": 0.2}
+    def make(key: str = "good-key", spool: Path | None = None, **options: Any) -> Reporter:
+        settings: dict[str, Any] = {"flush_interval": 0.05, "max_backoff": 0.2}
         settings.update(options)
-        reporter = Reporter(desk.url, key, spool_dir=str(spool or tmp_path / "spool"), **settings)  # type: ignore[arg-type]
+        reporter = Reporter(desk.url, key, spool_dir=str(spool or tmp_path / "spool"), **settings)
         made.append(reporter)
         return reporter
 
@@ -274,7 +275,7 @@ def test_an_item_that_cannot_be_sent_raises_in_the_callers_thread(
     with pytest.raises(ValueError, match="item_type"):
         reporter.report("nonsense", "x", {})
     with pytest.raises(TypeError):
-        reporter.report("failure", "x", ["not", "a", "mapping"])  # type: ignore[arg-type]
+        reporter.report("failure", "x", cast(Any, ["not", "a", "mapping"]))
     with pytest.raises(ValueError):
         reporter.failure({"stage": "x", "reason": "y", "score": math.nan})
     with pytest.raises(ValueError, match="1-200"):
