@@ -113,6 +113,7 @@ class Reporter:
         self._stop = threading.Event()  # interrupts the sender's waits at close
         self._closing = False
         self._closed = False
+        self._left = 0  # items left in the spool at close
         self._flushing = 0
         self._batch_opened_at = 0.0
         self._connection: http.client.HTTPConnection | None = None
@@ -222,7 +223,7 @@ class Reporter:
         fsync and release the spool. What the desk has not answered for stays on disk for
         the next reporter on this ``spool_dir``. True when nothing was left."""
         if self._closed:
-            return True
+            return self._left == 0
         delivered = self.flush(self._close_timeout if timeout is None else timeout)
         with self._lock:
             self._closing = True
@@ -231,7 +232,7 @@ class Reporter:
         self._thread.join(timeout=1.0)
         with self._lock:
             self._closed = True
-            left = self._queued()
+            left = self._left = self._queued()
             for segment in self._spool.segments + self._spool.to_close:
                 empty = segment.acked >= segment.size and segment in self._spool.segments
                 self._spool.release(segment, delete=empty)
@@ -334,8 +335,9 @@ class Reporter:
     def _deliver(self, batch: Batch) -> None:
         if batch.damaged:
             with self._lock:
-                self._spool.answered(batch.segment, batch.damaged)
-                self._counts["dropped"] += batch.damaged
+                if batch.segment in self._spool.segments:
+                    self._spool.answered(batch.segment, batch.damaged)
+                    self._counts["dropped"] += batch.damaged
         if batch.payloads:
             self._send(batch, 0, len(batch.payloads))
         else:
@@ -457,8 +459,9 @@ class Reporter:
                 f" (field {field})" if field else "",
             )
         with self._lock:
-            segment.acked = max(segment.acked, end)
-            self._spool.answered(segment, high - low)
+            if segment in self._spool.segments:  # not dropped meanwhile
+                segment.acked = max(segment.acked, end)
+                self._spool.answered(segment, high - low)
             self._counts["sent"] += outcome.get("accepted", 0)
             self._counts["duplicate"] += outcome.get("duplicate", 0)
             self._counts["rejected"] += len(outcome.get("rejected", ()))
