@@ -8,7 +8,8 @@ COPY config ./config
 COPY triage ./triage
 COPY learning ./learning
 COPY qualitylab ./qualitylab
-RUN pip install --upgrade pip && pip install .
+COPY client ./client
+RUN pip install --upgrade pip && pip install . ./client
 
 COPY . .
 RUN useradd --create-home --uid 1000 triage && mkdir -p /app/var && chown -R triage /app/var

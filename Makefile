@@ -9,10 +9,10 @@ BIN := $(VENV)/bin
 
 install: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml client/pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -e '.[test]' -e ./client
 	@touch $@
 
 ## Debian's Chromium (and a CJK font for Korean text) for the browser tests; Playwright

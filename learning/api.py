@@ -7,9 +7,18 @@
 ``status`` it lists every status, each suggestion carrying its own (rejected ones included,
 which the library never applies). A collection the desk does not know yet has no
 suggestions: 200 with ``registered: false``.
+
+Every answer carries an ``ETag`` (a hash of its content); a request whose
+``If-None-Match`` holds it gets ``304 Not Modified`` without a body, so a fleet of
+runtimes polling every minute (``triage_desk_client.gtc.SuggestionCache``) costs the
+query and no transfer.
 """
 
 from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
 
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
@@ -59,6 +68,7 @@ class SuggestionExportApi(APIView):
         parameters=[SuggestionExportQuerySerializer],
         responses={
             200: SuggestionExportSerializer,
+            304: OpenApiResponse(description="Not modified: If-None-Match holds the ETag."),
             400: OpenApiResponse(description='{"error": {"code", "message", "field"}}'),
         },
     )
@@ -73,14 +83,28 @@ class SuggestionExportApi(APIView):
             if collection is not None
             else []
         )
-        return Response(
-            {
-                "collection": name,
-                "registered": collection is not None,
-                "learning_mode": collection.learning_mode if collection else None,
-                "learning_allowed": collection.learning_allowed if collection else None,
-                "status": status,
-                "count": len(suggestions),
-                "suggestions": suggestions,
-            }
-        )
+        data = {
+            "collection": name,
+            "registered": collection is not None,
+            "learning_mode": collection.learning_mode if collection else None,
+            "learning_allowed": collection.learning_allowed if collection else None,
+            "status": status,
+            "count": len(suggestions),
+            "suggestions": suggestions,
+        }
+        etag = _etag(data)
+        if etag in _if_none_match(request.headers.get("If-None-Match", "")):
+            return Response(status=304, headers={"ETag": etag})
+        return Response(data, headers={"ETag": etag})
+
+
+def _etag(data: dict[str, Any]) -> str:
+    """A strong ETag: the hash of the answer's content in a canonical form."""
+    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
+    return '"' + hashlib.sha256(canonical.encode()).hexdigest()[:32] + '"'
+
+
+def _if_none_match(header: str) -> set[str]:
+    """The entity tags of an If-None-Match header (weak ones compared as strong: the answer
+    is the same JSON either way)."""
+    return {tag.strip().removeprefix("W/") for tag in header.split(",") if tag.strip()}

@@ -122,3 +122,29 @@ def test_the_export_needs_the_read_scope(make_api_key: Callable[..., str]) -> No
 
 def test_signed_in_people_can_read_it_in_the_browser(client_as: Any) -> None:
     assert client_as("viewer").get(URL, {"collection": "bo-dev"}).status_code == 200
+
+
+def test_an_unchanged_answer_is_304_for_its_etag_and_a_change_makes_a_new_one(
+    reader: APIClient, ingest_attempts: Any, reviewer: Any
+) -> None:
+    ingest_attempts(attempt_item(), attempt_item())
+    query = {"collection": "bo-dev", "status": "promoted"}
+    first = reader.get(URL, query)
+    etag = first.headers["ETag"]
+    assert first.status_code == 200 and etag.startswith('"') and first.json()["count"] == 0
+
+    again = reader.get(URL, query, HTTP_IF_NONE_MATCH=etag)
+    assert (again.status_code, again.headers["ETag"], again.content) == (304, etag, b"")
+    listed = reader.get(URL, query, HTTP_IF_NONE_MATCH=f'"other", W/{etag}')
+    assert listed.status_code == 304
+
+    services.suggestion_approve(suggestion=suggestion(), reviewer=reviewer, reason="wins")
+    changed = reader.get(URL, query, HTTP_IF_NONE_MATCH=etag)
+    assert changed.status_code == 200 and changed.headers["ETag"] != etag
+    assert changed.json()["count"] == 1
+
+
+def test_a_stale_or_garbled_if_none_match_gets_the_full_answer(reader: APIClient) -> None:
+    for header in ('"0000"', "*not an etag*", ",,,", "W/"):
+        response = reader.get(URL, {"collection": "nowhere"}, HTTP_IF_NONE_MATCH=header)
+        assert response.status_code == 200 and response.json()["registered"] is False

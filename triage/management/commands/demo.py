@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import ipaddress
-import json
 import logging
 import os
 import signal
@@ -11,7 +10,7 @@ import time
 import urllib.error
 import urllib.request
 from argparse import ArgumentParser
-from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -19,6 +18,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
+from triage_desk_client import Reporter
 
 from qualitylab import demo as quality_demo
 from qualitylab import services as quality_services
@@ -326,24 +326,21 @@ class Command(BaseCommand):
         ApiKey.objects.filter(name=DEMO_OWNER).delete()
         _, key = api_key_create(name=DEMO_OWNER, scopes=["ingest", "read"])
         items = list(demo_items(now=timezone.now()))
-        totals: Counter[str] = Counter()
-        for start in range(0, len(items), 250):
-            request = urllib.request.Request(
-                f"{base_url}/api/v1/ingest",
-                data=json.dumps({"items": items[start : start + 250]}).encode(),
-                headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
-                method="POST",
-            )
-            try:
-                with urllib.request.urlopen(request, timeout=60) as response:
-                    result = json.load(response)
-            except urllib.error.HTTPError as exc:
-                raise CommandError(f"Ingest answered {exc.code}: {exc.read()[:500]!r}") from None
-            for item in result["items"]:
-                totals[item["status"]] += 1
+        # Through the runtime reporter, as a runtime sends them: spooled on disk, then
+        # batched to POST /api/v1/ingest by its sender thread.
+        reporter = Reporter(
+            base_url, key, spool_dir=str(Path(settings.BASE_DIR) / "var" / "demo-spool")
+        )
+        for item in items:
+            reporter.report(item["type"], item["id"], item["body"])
+        delivered = reporter.close(timeout=120)
+        stats = reporter.stats()
+        if not delivered:
+            raise CommandError(f"The desk did not take the demo traffic: {stats['last_error']}")
         self.stdout.write(
-            f"Sent {len(items)} demo items through POST /api/v1/ingest: "
-            + ", ".join(f"{count} {status}" for status, count in sorted(totals.items()))
+            f"Sent {len(items)} demo items with triage_desk_client.Reporter "
+            f"(POST /api/v1/ingest): {stats['sent']} accepted, {stats['duplicate']} duplicate, "
+            f"{stats['rejected']} rejected"
         )
 
     def _print_welcome(self, base_url: str, runs: list[CaseRun]) -> None:

@@ -1,0 +1,585 @@
+"""The reporter: a runtime's items go to a spool on disk in the caller's thread and to the
+desk's ``POST /api/v1/ingest`` from a background thread, leaving the spool only once the
+desk has answered for them.
+
+What the sender does with the desk's answers:
+
+- 200 / 207: every item has its status. ``accepted`` and ``duplicate`` are delivered;
+  ``conflict`` and ``rejected`` are logged once (type, id, code, field; never the body)
+  and not sent again.
+- 401 / 403: sending stops and the spool is kept (a revoked key is an operator's problem,
+  not a reason to lose data) until ``set_api_key()`` gives another key, or a process
+  started with a good key adopts the spool.
+- 413 (and 400, which a well-formed batch never gets): the batch is split in halves until
+  the item at fault is alone; that item is then counted as rejected.
+- 429 / 503: wait for ``Retry-After``, then send the same batch again.
+- Anything else, and network failures: exponential backoff with jitter, up to
+  ``max_backoff`` seconds.
+"""
+
+from __future__ import annotations
+
+import atexit
+import dataclasses
+import email.utils
+import http.client
+import json
+import logging
+import os
+import random
+import threading
+import time
+import urllib.parse
+from collections.abc import Mapping
+from typing import Any, Callable
+
+from triage_desk_client import ids
+from triage_desk_client.spool import Batch, Segment, Spool, frame
+
+logger = logging.getLogger("triage_desk_client")
+
+ITEM_TYPES = ("failure", "runner_event", "receipt", "learning_attempt", "audit_event")
+INGEST_PATH = "/api/v1/ingest"
+DEFAULT_MAX_SPOOL_BYTES = 256 * 1024 * 1024
+MAX_BATCH_BYTES = 4 * 1024 * 1024  # the desk refuses bodies over 5 MB
+MAX_BATCH_ITEMS = 1000  # and batches over 1,000 items
+_RETRY_AFTER_CAP = 3600.0
+_ORPHAN_SCAN_INTERVAL = 5.0
+_USER_AGENT = "triage-desk-client/0.1.0"
+
+# Canonical JSON (sorted keys): the default ids digest it; values JSON cannot hold (a
+# datetime, a set) are written as their str().
+_ENCODER = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=str
+)
+
+_encode_string: Callable[[str], str] = json.encoder.encode_basestring
+
+IdMaker = Callable[[Mapping[str, Any], bytes], str]
+
+
+class Reporter:
+    """Ships items to a Triage Desk; see the module docstring for what happens to them.
+
+    ``report()`` and the typed helpers append to the spool and return the item's id; they
+    do no network I/O and never raise because the desk is away. They raise ``TypeError``
+    or ``ValueError`` for an item that cannot be sent at all (a body that is not a JSON
+    object, NaN, an id over 200 characters), and ``OSError`` when the spool cannot be
+    written (a full disk): loud, never a silent loss.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        *,
+        spool_dir: str,
+        batch_size: int = 500,
+        flush_interval: float = 1.0,
+        max_spool_bytes: int = DEFAULT_MAX_SPOOL_BYTES,
+        timeout: float = 10.0,
+        fsync_interval: float = 1.0,
+        max_backoff: float = 30.0,
+        segment_bytes: int | None = None,
+        close_timeout: float = 5.0,
+    ) -> None:
+        parts = urllib.parse.urlsplit(base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"base_url must be an http(s) URL, not {base_url!r}")
+        if not 1 <= batch_size <= MAX_BATCH_ITEMS:
+            raise ValueError(f"batch_size must be 1-{MAX_BATCH_ITEMS}")
+        self._connection_class: type[http.client.HTTPConnection] = (
+            http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+        )
+        self._host = parts.hostname
+        self._port = parts.port
+        self._path = parts.path.rstrip("/") + INGEST_PATH
+        self._api_key = api_key
+        self._blocked_key: str | None = None  # the key the desk refused (401/403)
+        self._batch_size = batch_size
+        self._flush_interval = flush_interval
+        self._timeout = timeout
+        self._fsync_interval = fsync_interval
+        self._max_backoff = max_backoff
+        self._close_timeout = close_timeout
+        os.makedirs(spool_dir, exist_ok=True)
+        self._spool = Spool(
+            directory=os.path.abspath(spool_dir),
+            segment_bytes=segment_bytes or min(8 << 20, max(64 << 10, max_spool_bytes // 16)),
+            max_bytes=max_spool_bytes,
+        )
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)  # new items, answers, key, closing
+        self._stop = threading.Event()  # interrupts the sender's waits at close
+        self._closing = False
+        self._closed = False
+        self._left = 0  # items left in the spool at close
+        self._flushing = 0
+        self._batch_opened_at = 0.0
+        self._connection: http.client.HTTPConnection | None = None
+        self._failures_in_a_row = 0
+        self._counts = {"sent": 0, "duplicate": 0, "rejected": 0, "dropped": 0}
+        self._last_error: str | None = None
+        with self._lock:
+            self._spool.open_active()
+        self._thread = threading.Thread(target=self._run, name="triage-desk-reporter", daemon=True)
+        self._thread.start()
+        atexit.register(self._close_at_exit)
+
+    # --- the caller's side ------------------------------------------------------------------
+
+    def report(self, item_type: str, item_id: str | None, body: Mapping[str, Any]) -> str:
+        """Spool one ingest item (``id`` None: a stable one derived from the body)."""
+        if item_type not in ITEM_TYPES:
+            raise ValueError(f"item_type must be one of {', '.join(ITEM_TYPES)}")
+        return self._append(item_type, item_id, body, _ID_MAKERS[item_type])
+
+    def failure(self, body: Mapping[str, Any], id: str | None = None) -> str:
+        """A normalized failure record (stage, reason, evidence, ...)."""
+        return self._append("failure", id, body, ids.failure_id)
+
+    def runner_event(
+        self, event: Any, id: str | None = None, *, sequence: int | None = None
+    ) -> str:
+        """A graph-tool-call ``PlanEvent`` (or its dict); `sequence`, the event's position
+        in its run, goes into the default id."""
+        body = _event_dict(event)
+        return self._append(
+            "runner_event",
+            id,
+            body,
+            lambda data, canonical: ids.runner_event_id(data, canonical, sequence=sequence),
+        )
+
+    def receipt(self, body: Mapping[str, Any]) -> str:
+        """A tool-run receipt; its id is its ``tool_run_id`` (``#attempt`` when given)."""
+        return self._append("receipt", None, body, ids.receipt_id)
+
+    def audit_event(self, body: Mapping[str, Any]) -> str:
+        """An outbound call the runtime's own audit saw."""
+        return self._append("audit_event", None, body, ids.audit_event_id)
+
+    def learning_attempt(self, record: Mapping[str, Any]) -> str:
+        """graph-tool-call's ``build_trace_learning_record`` output (id: its ``attempt_id``
+        and a digest of the record)."""
+        return self._append("learning_attempt", None, record, ids.learning_attempt_id)
+
+    def _append(
+        self, item_type: str, item_id: str | None, body: Mapping[str, Any], make_id: IdMaker
+    ) -> str:
+        if type(body) is not dict and not isinstance(body, Mapping):
+            raise TypeError(f"a {item_type} body must be a mapping, not {type(body).__name__}")
+        canonical = _ENCODER.encode(body).encode()
+        if item_id is None:
+            item_id = make_id(body, canonical)
+        if not isinstance(item_id, str) or not 0 < len(item_id) <= ids.MAX_ID_LENGTH:
+            raise ValueError(f"an item id must be a string of 1-{ids.MAX_ID_LENGTH} characters")
+        line = frame(
+            b'{"type":"%s","id":%s,"body":%s}'
+            % (item_type.encode(), _encode_string(item_id).encode(), canonical)
+        )
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("this reporter is closed")
+            queued = self._spool.unanswered
+            dropped = self._spool.append(line)
+            if dropped:
+                self._counts["dropped"] += dropped
+                self._changed.notify_all()
+            if queued == 0:
+                self._batch_opened_at = time.monotonic()
+            elif (queued + 1) % self._batch_size == 0:  # a batch is full: wake the sender
+                self._changed.notify_all()
+        return item_id
+
+    def set_api_key(self, api_key: str) -> None:
+        """Send with another key from now on (after the desk refused the old one)."""
+        with self._lock:
+            self._api_key = api_key
+            self._changed.notify_all()
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Send what is in the spool now; True once the desk has answered for all of it,
+        False when `timeout` passed first or the desk refuses the key."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            waiting = [(segment, segment.size) for segment in self._spool.segments]
+            self._flushing += 1
+            self._changed.notify_all()
+            try:
+                while True:
+                    held = self._spool.segments
+                    if all(seg not in held or seg.acked >= size for seg, size in waiting):
+                        return True
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0 or self._closed or self._blocked_key == self._api_key:
+                        return False
+                    self._changed.wait(remaining)
+            finally:
+                self._flushing -= 1
+
+    def close(self, timeout: float | None = None) -> bool:
+        """Flush for up to `timeout` seconds (default ``close_timeout``), stop the sender,
+        fsync and release the spool. What the desk has not answered for stays on disk for
+        the next reporter on this ``spool_dir``. True when nothing was left."""
+        if self._closed:
+            return self._left == 0
+        delivered = self.flush(self._close_timeout if timeout is None else timeout)
+        with self._lock:
+            self._closing = True
+            self._changed.notify_all()
+        self._stop.set()
+        self._thread.join(timeout=1.0)
+        with self._lock:
+            self._closed = True
+            left = self._left = self._queued()
+            for segment in self._spool.segments + self._spool.to_close:
+                empty = segment.acked >= segment.size and segment in self._spool.segments
+                self._spool.release(segment, delete=empty)
+            self._spool.segments.clear()
+            self._spool.to_close.clear()
+        if self._connection is not None and not self._thread.is_alive():
+            self._connection.close()
+        atexit.unregister(self._close_at_exit)
+        return delivered and left == 0
+
+    def _close_at_exit(self) -> None:
+        self.close()
+
+    def stats(self) -> dict[str, Any]:
+        """``queued`` (items the desk has not answered for yet), ``spooled`` (bytes of spool
+        files held), ``sent`` (accepted), ``duplicate``, ``rejected`` (rejected or
+        conflict), ``dropped`` (lost to a full spool or a damaged record), ``last_error``."""
+        with self._lock:
+            return {
+                "queued": self._queued(),
+                "spooled": self._spool.total_bytes,
+                **self._counts,
+                "last_error": self._last_error,
+            }
+
+    def _queued(self) -> int:
+        return self._spool.unanswered
+
+    def __enter__(self) -> Reporter:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # --- the sender thread --------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._send_until_closed()
+                return
+            except Exception as exc:  # a bug or an unusable spool: keep the items, go on
+                logger.exception("triage desk reporter: the sender failed; retrying")
+                with self._lock:
+                    self._last_error = f"sender failed: {type(exc).__name__}"
+                self._stop.wait(self._max_backoff)
+
+    def _send_until_closed(self) -> None:
+        next_scan = 0.0
+        next_sync = time.monotonic() + self._fsync_interval
+        while not self._stop.is_set():
+            now = time.monotonic()
+            if now >= next_scan:
+                self._adopt_orphans()
+                next_scan = now + _ORPHAN_SCAN_INTERVAL
+            if now >= next_sync:
+                self._sync()
+                next_sync = now + self._fsync_interval
+            with self._lock:
+                self._close_dropped()
+                if self._closing:
+                    return
+                picked = self._pick(now)
+                if picked is None:
+                    wake = min(next_scan, next_sync)
+                    if self._queued() and self._blocked_key != self._api_key:
+                        wake = min(wake, self._batch_opened_at + self._flush_interval)
+                    self._changed.wait(max(0.0, wake - now))
+                    continue
+                segment, start, end = picked
+                segment.in_flight = True
+                self._batch_opened_at = now
+            try:
+                batch = self._spool.read_batch(
+                    segment, start, end, self._batch_size, MAX_BATCH_BYTES
+                )
+                self._deliver(batch)
+            finally:
+                with self._lock:
+                    segment.in_flight = False
+
+    def _pick(self, now: float) -> tuple[Segment, int, int] | None:
+        """The next records to send (under the lock), when it is time to send them."""
+        if self._blocked_key == self._api_key:
+            return None
+        for segment in list(self._spool.segments):
+            if segment.acked < segment.size:
+                due = (
+                    not segment.active
+                    or segment.unanswered >= self._batch_size
+                    or self._flushing
+                    or now >= self._batch_opened_at + self._flush_interval
+                )
+                return (segment, segment.acked, segment.size) if due else None
+            if not segment.active:  # every record answered
+                self._spool.remove(segment)
+                self._spool.release(segment, delete=True)
+        return None
+
+    def _deliver(self, batch: Batch) -> None:
+        if batch.damaged:
+            with self._lock:
+                if batch.segment in self._spool.segments:
+                    self._spool.answered(batch.segment, batch.damaged)
+                    self._counts["dropped"] += batch.damaged
+        if batch.payloads:
+            self._send(batch, 0, len(batch.payloads))
+        else:
+            self._answered(batch, 0, 0, {})
+
+    def _send(self, batch: Batch, low: int, high: int) -> bool:
+        """Send payloads[low:high] until the desk answered for them; False when closing."""
+        attempt = 0
+        while True:
+            with self._lock:
+                while self._blocked_key == self._api_key and not self._closing:
+                    self._changed.wait()
+                if self._closing or self._stop.is_set():
+                    return False
+                if batch.segment not in self._spool.segments:
+                    return False  # dropped meanwhile (the spool was full): counted there
+                key = self._api_key
+            body = b'{"items":[' + b",".join(batch.payloads[low:high]) + b"]}"
+            delay: float | None = None
+            try:
+                status, retry_after, data = self._post(body, key)
+            except (OSError, http.client.HTTPException) as exc:
+                status, retry_after, data = 0, None, b""
+                error = f"cannot reach the desk: {type(exc).__name__}: {exc}"
+            else:
+                error = f"HTTP {status}{_error_code(data)}"
+            if status in (200, 207):
+                outcome = _item_statuses(data, batch.payloads[low:high])
+                if outcome is not None:
+                    self._answered(batch, low, high, outcome)
+                    return True
+                error = f"HTTP {status} without a status for every item"
+            elif status in (401, 403):
+                with self._lock:
+                    self._blocked_key = key
+                    self._last_error = error
+                    self._changed.notify_all()
+                logger.error(
+                    "triage desk refused the API key (%s): sending stopped, the spool is kept "
+                    "until another key is set",
+                    error,
+                )
+                continue
+            elif status in (400, 413):
+                if high - low > 1:
+                    middle = (low + high) // 2
+                    return self._send(batch, low, middle) and self._send(batch, middle, high)
+                code = (
+                    "too_large"
+                    if status == 413
+                    else _error_code(data).strip(" ()") or "bad_request"
+                )
+                item = _item_head(batch.payloads[low])
+                self._answered(batch, low, high, {"rejected": [(item[0], item[1], code, "")]})
+                return True
+            elif status in (429, 503):
+                delay = _retry_after(retry_after)
+            if delay is None:
+                delay = min(self._max_backoff, 0.5 * 2**attempt) * random.uniform(0.5, 1.0)
+                attempt += 1
+            self._failed(error)
+            if self._stop.wait(delay):
+                return False
+
+    def _post(self, body: bytes, key: str) -> tuple[int, str | None, bytes]:
+        if self._connection is None:
+            self._connection = self._connection_class(self._host, self._port, timeout=self._timeout)
+        connection = self._connection
+        try:
+            connection.request(
+                "POST",
+                self._path,
+                body=body,
+                headers={
+                    "Authorization": f"Bearer {key}",
+                    "Content-Type": "application/json",
+                    "User-Agent": _USER_AGENT,
+                },
+            )
+            response = connection.getresponse()
+            data = response.read()
+        except BaseException:
+            connection.close()
+            self._connection = None
+            raise
+        if response.will_close:
+            connection.close()
+        return response.status, response.getheader("Retry-After"), data
+
+    def _failed(self, error: str) -> None:
+        with self._lock:
+            self._last_error = error
+        self._failures_in_a_row += 1
+        if self._failures_in_a_row == 1:
+            logger.warning("triage desk: %s; the spool keeps the items and retries", error)
+
+    def _answered(
+        self,
+        batch: Batch,
+        low: int,
+        high: int,
+        outcome: Mapping[str, Any],
+    ) -> None:
+        segment = batch.segment
+        end = batch.end if high == len(batch.payloads) else batch.ends[high - 1]
+        with self._lock:
+            if self._closed or segment not in self._spool.segments:
+                return  # dropped meanwhile (a full spool), or released at close
+        self._spool.write_ack(segment, end)
+        if self._failures_in_a_row:
+            logger.info("triage desk reachable again")
+        self._failures_in_a_row = 0
+        for item_type, item_id, code, field in outcome.get("rejected", ()):
+            logger.warning(
+                "triage desk rejected %s %s: %s%s",
+                item_type,
+                item_id,
+                code,
+                f" (field {field})" if field else "",
+            )
+        with self._lock:
+            if segment in self._spool.segments:  # not dropped meanwhile
+                segment.acked = max(segment.acked, end)
+                self._spool.answered(segment, high - low)
+            self._counts["sent"] += outcome.get("accepted", 0)
+            self._counts["duplicate"] += outcome.get("duplicate", 0)
+            self._counts["rejected"] += len(outcome.get("rejected", ()))
+            if self._blocked_key is not None and self._blocked_key != self._api_key:
+                self._blocked_key = None
+            self._changed.notify_all()
+
+    def _adopt_orphans(self) -> None:
+        with self._lock:
+            held = [segment.path for segment in self._spool.segments]
+        found = self._spool.find_orphans(held)
+        if not found:
+            return
+        with self._lock:
+            if self._closing:
+                for segment in found:
+                    self._spool.release(segment, delete=False)
+                return
+            self._spool.add(found)
+            self._changed.notify_all()
+        logger.info(
+            "triage desk spool: adopted %d unsent items left by an earlier process",
+            sum(segment.unanswered for segment in found),
+        )
+
+    def _sync(self) -> None:
+        with self._lock:
+            dirty = [segment for segment in self._spool.segments if segment.dirty]
+            for segment in dirty:
+                segment.dirty = False
+        self._spool.sync(dirty)
+
+    def _close_dropped(self) -> None:
+        """Close the files of dropped segments (under the lock; only this thread reads them)."""
+        for segment in self._spool.to_close:
+            if not segment.in_flight:
+                self._spool.release(segment, delete=False)
+        self._spool.to_close[:] = [segment for segment in self._spool.to_close if segment.in_flight]
+
+
+# --- helpers ----------------------------------------------------------------------------------
+
+_ID_MAKERS: dict[str, IdMaker] = {
+    "failure": ids.failure_id,
+    "runner_event": lambda body, canonical: ids.runner_event_id(body, canonical),
+    "receipt": ids.receipt_id,
+    "audit_event": ids.audit_event_id,
+    "learning_attempt": ids.learning_attempt_id,
+}
+
+
+def _event_dict(event: Any) -> Mapping[str, Any]:
+    if dataclasses.is_dataclass(event) and not isinstance(event, type):
+        return dataclasses.asdict(event)
+    if isinstance(event, Mapping):
+        return event
+    raise TypeError(f"a runner event must be a PlanEvent or a mapping, not {type(event).__name__}")
+
+
+def _item_statuses(data: bytes, payloads: list[bytes]) -> dict[str, Any] | None:
+    """accepted / duplicate counts and (type, id, code, field) of each refused item."""
+    try:
+        answer = json.loads(data)
+        items = answer["items"]
+    except (ValueError, TypeError, KeyError):
+        return None
+    if not isinstance(items, list) or len(items) != len(payloads):
+        return None
+    outcome: dict[str, Any] = {"accepted": 0, "duplicate": 0, "rejected": []}
+    refused: list[tuple[str, str, str, str]] = outcome["rejected"]
+    for index, item in enumerate(items):
+        status = item.get("status") if isinstance(item, dict) else None
+        if status in ("accepted", "duplicate"):
+            outcome[status] += 1
+        elif status in ("conflict", "rejected"):
+            error = item.get("error") if isinstance(item.get("error"), dict) else {}
+            item_type, item_id = _item_head(payloads[index])
+            refused.append(
+                (
+                    item_type,
+                    item_id,
+                    str(error.get("code") or status),
+                    str(error.get("field") or ""),
+                )
+            )
+        else:
+            return None
+    return outcome
+
+
+def _item_head(payload: bytes) -> tuple[str, str]:
+    try:
+        item = json.loads(payload)
+        return str(item.get("type") or ""), str(item.get("id") or "")
+    except ValueError:
+        return "", ""
+
+
+def _error_code(data: bytes) -> str:
+    """` (code)` of a desk error answer, for logs and ``last_error``; never a body."""
+    try:
+        code = json.loads(data)["error"]["code"]
+    except (ValueError, TypeError, KeyError):
+        return ""
+    return f" ({code})" if isinstance(code, str) and len(code) <= 80 else ""
+
+
+def _retry_after(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            moment = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        seconds = moment.timestamp() - time.time()
+    if seconds != seconds:  # NaN
+        return None
+    return min(_RETRY_AFTER_CAP, max(0.0, seconds))

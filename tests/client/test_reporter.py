@@ -1,0 +1,293 @@
+"""triage_desk_client.Reporter against a small fake desk: delivery, the server's answers
+(429/503 Retry-After, 413, 401 then a new key), a full spool, restarts and two reporters
+on one spool. The live desk's tests are in test_live_desk.py."""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+from triage_desk_client import Reporter
+from triage_desk_client.spool import frame
+
+from tests.client.fake_desk import FakeDesk
+
+
+@pytest.fixture
+def desk() -> Iterator[FakeDesk]:
+    fake = FakeDesk().start()
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture
+def make_reporter(tmp_path: Path, desk: FakeDesk) -> Iterator[Callable[..., Reporter]]:
+    made: list[Reporter] = []
+
+    def make(key: str = "good-key", spool: Path | None = None, **options: Any) -> Reporter:
+        settings: dict[str, Any] = {"flush_interval": 0.05, "max_backoff": 0.2}
+        settings.update(options)
+        reporter = Reporter(desk.url, key, spool_dir=str(spool or tmp_path / "spool"), **settings)
+        made.append(reporter)
+        return reporter
+
+    yield make
+    for reporter in made:
+        reporter.close(timeout=0)
+
+
+def failure(number: int, **extra: object) -> dict[str, object]:
+    return {
+        "stage": "execute",
+        "reason": "http_5xx",
+        "tool": "getDelivery",
+        "plan_id": f"plan-{number}",
+        "step_id": "s1",
+        "message": "HTTP 503",
+        "evidence": {"status": 503, "number": number},
+        **extra,
+    }
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail("timed out")
+        time.sleep(0.02)
+
+
+def segments(spool: Path) -> list[Path]:
+    return sorted(spool.glob("*.seg"))
+
+
+def test_reported_items_reach_the_desk_once_and_leave_the_spool(
+    make_reporter: Callable[..., Reporter], desk: FakeDesk, tmp_path: Path
+) -> None:
+    reporter = make_reporter(batch_size=500)
+    ids = [reporter.failure(failure(number)) for number in range(1200)]
+    assert reporter.flush(10)
+    assert sorted(desk.stored) == sorted(ids) and set(desk.received.values()) == {1}
+    assert all(items <= 500 for _, items in desk.requests)
+    stats = reporter.stats()
+    assert (stats["sent"], stats["queued"], stats["duplicate"], stats["dropped"]) == (1200, 0, 0, 0)
+    assert reporter.close()
+    assert list((tmp_path / "spool").iterdir()) == []
+
+
+def test_a_batch_goes_when_it_is_full_or_when_flush_interval_passed(
+    make_reporter: Callable[..., Reporter], desk: FakeDesk
+) -> None:
+    reporter = make_reporter(batch_size=50, flush_interval=30.0)
+    for number in range(50):
+        reporter.failure(failure(number))
+    wait_for(lambda: len(desk.stored) == 50, timeout=5)  # full: no waiting for the interval
+    reporter.failure(failure(50))
+    time.sleep(0.5)
+    assert len(desk.stored) == 50  # one item waits for the interval (or a flush)
+    assert reporter.flush(5) and len(desk.stored) == 51
+
+
+def test_the_same_item_reported_twice_has_one_id_and_is_a_duplicate(
+    make_reporter: Callable[..., Reporter], desk: FakeDesk
+) -> None:
+    reporter = make_reporter()
+    first = reporter.failure(failure(1))
+    assert reporter.failure(failure(1)) == first
+    assert reporter.failure(failure(1, message="HTTP 502")) != first
+    receipt = {
+        "tool_run_id": "tr_1",
+        "tool": "refund",
+        "result": "ok",
+        "execution_state": "completed",
+    }
+    assert reporter.receipt(receipt) == "tr_1"
+    assert reporter.flush(5)
+    stats = reporter.stats()
+    assert (stats["sent"], stats["duplicate"], stats["rejected"]) == (3, 1, 0)
+
+
+@pytest.mark.parametrize("status", [429, 503])
+def test_429_and_503_wait_for_retry_after(
+    make_reporter: Callable[..., Reporter], desk: FakeDesk, status: int
+) -> None:
+    desk.script = [(status, {"Retry-After": "1"})]
+    reporter = make_reporter()
+    reporter.failure(failure(1))
+    started = time.monotonic()
+    assert reporter.flush(10)
+    # max_backoff is 0.2 s: only Retry-After explains a wait of a second.
+    assert time.monotonic() - started >= 0.95
+    assert [answer for answer, _ in desk.requests] == [status, 200]
+    assert f"HTTP {status}" in str(reporter.stats()["last_error"])
+
+
+def test_other_errors_back_off_and_send_the_same_batch_again(
+    make_reporter: Callable[..., Reporter], desk: FakeDesk
+) -> None:
+    desk.script = [(500, {}), (502, {}), (404, {})]
+    reporter = make_reporter()
+    ids = [reporter.failure(failure(number)) for number in range(10)]
+    assert reporter.flush(10)
+    assert [answer for answer, _ in desk.requests] == [500, 502, 404, 200]
+    assert sorted(desk.stored) == sorted(ids)
+
+
+def test_413_splits_the_batch_until_it_fits(
+    make_reporter: Callable[..., Reporter], desk: FakeDesk
+) -> None:
+    desk.max_items = 100
+    reporter = make_reporter(batch_size=450, flush_interval=0.01)
+    ids = [reporter.failure(failure(number)) for number in range(450)]
+    assert reporter.flush(10)
+    assert sorted(desk.stored) == sorted(ids) and set(desk.received.values()) == {1}
+    assert (413, 450) in desk.requests
+    assert all(items <= 100 for status, items in desk.requests if status == 200)
+
+
+def test_a_single_item_the_desk_refuses_as_too_large_is_rejected_not_retried(
+    make_reporter: Callable[..., Reporter], desk: FakeDesk
+) -> None:
+    desk.max_items = 0
+    reporter = make_reporter()
+    reporter.failure(failure(1))
+    assert reporter.flush(5)
+    assert desk.requests == [(413, 1)]
+    assert reporter.stats()["rejected"] == 1 and reporter.stats()["queued"] == 0
+
+
+def test_a_rejected_item_is_logged_once_without_its_body_and_not_sent_again(
+    make_reporter: Callable[..., Reporter], desk: FakeDesk, caplog: pytest.LogCaptureFixture
+) -> None:
+    reporter = make_reporter()
+    bad = reporter.failure(failure(1, note="sekrit-body-value"))
+    desk.reject[bad] = "invalid_field"
+    good = reporter.failure(failure(2, note="sekrit-body-value"))
+    with caplog.at_level(logging.DEBUG, logger="triage_desk_client"):
+        assert reporter.flush(5)
+        assert reporter.flush(1)
+    assert desk.received[bad] == 1 and good in desk.stored and bad not in desk.stored
+    assert reporter.stats()["rejected"] == 1 and reporter.stats()["sent"] == 1
+    rejected = [
+        record.getMessage() for record in caplog.records if "rejected" in record.getMessage()
+    ]
+    assert rejected == [f"triage desk rejected failure {bad}: invalid_field (field body)"]
+    assert "sekrit" not in caplog.text
+
+
+def test_401_stops_sending_and_keeps_the_spool_until_a_new_key(
+    make_reporter: Callable[..., Reporter], desk: FakeDesk, tmp_path: Path
+) -> None:
+    reporter = make_reporter(key="revoked-key")
+    ids = [reporter.failure(failure(number)) for number in range(10)]
+    started = time.monotonic()
+    assert not reporter.flush(5)
+    assert time.monotonic() - started < 2  # a refused key is not waited out
+    time.sleep(0.5)
+    assert desk.requests == [(401, 10)]  # stopped: no retries with the refused key
+    stats = reporter.stats()
+    assert stats["queued"] == 10 and stats["last_error"] == "HTTP 401 (invalid_api_key)"
+    assert segments(tmp_path / "spool")
+    reporter.set_api_key("good-key")
+    assert reporter.flush(5)
+    assert sorted(desk.stored) == sorted(ids) and reporter.stats()["queued"] == 0
+
+
+def test_a_full_spool_drops_the_oldest_segment_and_counts_it(
+    make_reporter: Callable[..., Reporter], desk: FakeDesk
+) -> None:
+    desk.stop()
+    reporter = make_reporter(max_spool_bytes=64 * 1024, segment_bytes=16 * 1024)
+    ids = [reporter.failure(failure(number, padding="x" * 900)) for number in range(200)]
+    stats = reporter.stats()
+    assert stats["dropped"] > 0 and stats["spooled"] <= 64 * 1024
+    assert stats["queued"] + stats["dropped"] == 200
+    desk.start()
+    assert reporter.flush(10)
+    kept = 200 - stats["dropped"]
+    assert sorted(desk.stored) == sorted(ids[-kept:])  # the newest ones, every one of them
+
+
+def test_close_leaves_what_was_not_answered_for_the_next_reporter(
+    make_reporter: Callable[..., Reporter], desk: FakeDesk, tmp_path: Path
+) -> None:
+    desk.stop()
+    first = make_reporter()
+    ids = [first.failure(failure(number)) for number in range(20)]
+    assert not first.close(timeout=0.3)
+    left = segments(tmp_path / "spool")
+    assert left
+    with pytest.raises(RuntimeError):
+        first.failure(failure(99))
+    desk.start()
+    make_reporter()
+    wait_for(lambda: len(desk.stored) == 20)
+    assert sorted(desk.stored) == sorted(ids)
+    wait_for(lambda: not any(path.exists() for path in left))  # answered: deleted
+
+
+def test_two_reporters_on_one_spool_never_send_the_same_segment(
+    make_reporter: Callable[..., Reporter], desk: FakeDesk
+) -> None:
+    desk.stop()
+    left = make_reporter()
+    earlier = [left.failure(failure(number)) for number in range(300)]
+    left.close(timeout=0)
+    desk.start()
+    one, two = make_reporter(), make_reporter()
+    newer = [reporter.failure(failure(1000 + n)) for n in range(100) for reporter in (one, two)]
+    wait_for(lambda: len(desk.stored) == 400)
+    assert sorted(desk.stored) == sorted(set(earlier + newer))
+    assert set(desk.received.values()) == {1}  # nothing was sent twice
+
+
+def test_damaged_records_are_skipped_and_a_record_cut_short_is_ignored(
+    make_reporter: Callable[..., Reporter], desk: FakeDesk, tmp_path: Path
+) -> None:
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    good = [
+        b'{"type":"failure","id":"a","body":{"stage":"x","reason":"y"}}',
+        b'{"type":"failure","id":"b","body":{}}',
+    ]
+    damaged = frame(b'{"type":"failure","id":"c","body":{}}').replace(b'"c"', b'"d"')
+    cut_short = frame(b'{"type":"failure","id":"e","body":{}}')[:-9]
+    (spool / "00000000000000000001-1-abcdef01.seg").write_bytes(
+        frame(good[0]) + damaged + frame(good[1]) + cut_short
+    )
+    reporter = make_reporter()
+    wait_for(lambda: len(desk.stored) == 2)
+    assert sorted(desk.stored) == ["a", "b"]
+    wait_for(lambda: reporter.stats()["dropped"] == 1)
+    wait_for(lambda: not (spool / "00000000000000000001-1-abcdef01.seg").exists())
+
+
+def test_an_item_that_cannot_be_sent_raises_in_the_callers_thread(
+    make_reporter: Callable[..., Reporter],
+) -> None:
+    reporter = make_reporter()
+    with pytest.raises(ValueError, match="item_type"):
+        reporter.report("nonsense", "x", {})
+    with pytest.raises(TypeError):
+        reporter.report("failure", "x", cast(Any, ["not", "a", "mapping"]))
+    with pytest.raises(ValueError):
+        reporter.failure({"stage": "x", "reason": "y", "score": math.nan})
+    with pytest.raises(ValueError, match="1-200"):
+        reporter.report("failure", "x" * 201, {})
+    assert reporter.stats()["queued"] == 0
+
+
+def test_a_spool_directory_that_cannot_be_used_fails_at_construction(tmp_path: Path) -> None:
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    with pytest.raises(OSError):
+        Reporter("http://127.0.0.1:9", "k", spool_dir=str(blocked / "spool"))
+    with pytest.raises(ValueError):
+        Reporter("ftp://desk", "k", spool_dir=str(tmp_path / "s"))
+    assert os.listdir(tmp_path) == ["file"]
