@@ -7,6 +7,11 @@ BIN := $(VENV)/bin
 
 .PHONY: install browser demo test lint typecheck check pytest bench bench-scale clean
 
+## DJANGO_DEBUG defaults to off (production). The development targets run the development
+## settings (a fixed dev-only secret key, plain HTTP, local hosts); a value already exported
+## wins. The benchmarks set production settings for the servers they start.
+demo test lint typecheck check pytest: export DJANGO_DEBUG ?= 1
+
 install: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml

@@ -1,8 +1,10 @@
 """Settings for Triage Desk, read from the environment.
 
-With nothing set, the project runs on SQLite and Celery's filesystem transport under
-``var/`` so ``make demo`` needs no server. Production sets ``DJANGO_DEBUG=0``, a secret
-key, allowed hosts, ``DATABASE_URL`` and ``REDIS_URL``.
+``DJANGO_DEBUG`` defaults to off: then a secret key and allowed hosts are required, so a
+server started with nothing set refuses to start instead of serving debug pages.
+``make demo``, ``make test`` and the suite (pyproject's pytest ``env``) set
+``DJANGO_DEBUG=1``: the development settings, on SQLite and Celery's filesystem transport
+under ``var/`` unless ``DATABASE_URL`` and ``REDIS_URL`` say otherwise.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from config.env import env_bool, env_float, env_int, env_list, env_str
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("TRIAGE_VAR_DIR", str(BASE_DIR / "var")))
 
-DEBUG = env_bool("DJANGO_DEBUG", True)
+DEBUG = env_bool("DJANGO_DEBUG", False)
 if DEBUG:
     SECRET_KEY = env_str("DJANGO_SECRET_KEY", "dev-only-insecure-key-change-me-for-anything-real")
     ALLOWED_HOSTS = env_list(

@@ -77,6 +77,13 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if not settings.DEBUG:
+            # The demo creates logins with printed passwords and serves plain HTTP: it runs
+            # on the development settings only, never on a production configuration.
+            raise CommandError(
+                "The demo runs on the development settings: start it with `make demo` "
+                "(or DJANGO_DEBUG=1 python manage.py demo)."
+            )
         # The filesystem broker URL has no host; kombu warns about it on every connection.
         logging.getLogger("kombu.connection").setLevel(logging.ERROR)
         # Stopped by a supervisor (SIGTERM) like by Ctrl-C: the children stop too.
