@@ -228,3 +228,51 @@ def test_every_command_names_something_that_exists() -> None:
         assert beat[beat.index("--schedule") + 1].startswith("/app/var/")
     dockerfile = (ROOT / "Dockerfile").read_text(encoding="utf-8")
     assert "WORKDIR /app" in dockerfile and "/app/var" in dockerfile
+
+
+# --- secure by default --------------------------------------------------------------------
+
+
+def _settings_under(environment: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if k not in settings_variables()}
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env={**clean, **environment},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_the_compose_environment_passes_the_deploy_check() -> None:
+    """HTTPS redirect, secure cookies and HSTS are on unless the operator opts out: no
+    W008 (redirect), W012 (session cookie) or W016 (CSRF cookie), nor any other warning."""
+    result = _settings_under(_environment("web"), "check", "--deploy", "--fail-level", "WARNING")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_plain_http_is_one_documented_variable() -> None:
+    environment = _environment("web", env={"DJANGO_SECRET_KEY": SECRET, "DJANGO_PLAIN_HTTP": "1"})
+    assert environment["DJANGO_PLAIN_HTTP"] == "1"
+    show = (
+        "from django.conf import settings as s; print(s.SECURE_SSL_REDIRECT, "
+        "s.SESSION_COOKIE_SECURE, s.CSRF_COOKIE_SECURE, s.SECURE_HSTS_SECONDS, s.DEBUG)"
+    )
+    plain = _settings_under(environment, "shell", "-c", show)
+    assert plain.stdout.strip().splitlines()[-1] == "False False False 0 False", plain.stderr
+    secure = _settings_under(_environment("web"), "shell", "-c", show)
+    assert secure.stdout.strip().splitlines()[-1] == "True True True 31536000 False", secure.stderr
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "DJANGO_PLAIN_HTTP" in readme
+
+
+def test_the_image_leaves_out_history_environments_and_data() -> None:
+    ignored = {
+        line.strip().rstrip("/")
+        for line in (ROOT / ".dockerignore").read_text(encoding="utf-8").splitlines()
+        if line.strip() and not line.startswith("#")
+    }
+    assert {".git", ".venv", "var", "**/__pycache__", ".env"} <= ignored, ignored
+    dockerfile = (ROOT / "Dockerfile").read_text(encoding="utf-8")
+    assert "DJANGO_DEBUG=0" in dockerfile
