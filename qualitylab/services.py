@@ -30,7 +30,7 @@ from qualitylab.models import (
     RunStatus,
     Suite,
 )
-from triage.ingest import batch_ingest
+from triage.ingest import DESK_CHANNEL, DESK_OWNER, batch_ingest
 
 log = logging.getLogger(__name__)
 
@@ -628,7 +628,7 @@ class _ResultWriter:
         items += learning_services.quality_lab_attempt_items(
             run=run, results=[result for result, _ in pending]
         )
-        batch_ingest(owner="quality_lab", items=items, channel="quality_lab")
+        batch_ingest(owner=DESK_OWNER, items=items, channel=DESK_CHANNEL)
         if not failures:
             return
         from triage.models import FailureRecord
