@@ -75,7 +75,13 @@ MIDDLEWARE = [
     "axes.middleware.AxesMiddleware",
 ]
 
-ROOT_URLCONF = "config.urls"
+# Which pool this process serves (docker-compose.yml runs both from one image): "web" serves
+# everything, the pages and the API (ingest too, when a proxy sends it there); "ingest" serves
+# only the ingest doors and /healthz, at a lower CPU priority (config/wsgi.py).
+TRIAGE_POOL = env_str("TRIAGE_POOL", "web")
+if TRIAGE_POOL not in ("web", "ingest"):
+    raise ImproperlyConfigured(f"TRIAGE_POOL must be web or ingest, got {TRIAGE_POOL!r}.")
+ROOT_URLCONF = "config.urls_ingest" if TRIAGE_POOL == "ingest" else "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"
 
 TEMPLATES = [
@@ -266,6 +272,16 @@ CELERY_ACCEPT_CONTENT = ["json"]
 # --- Triage Desk ---------------------------------------------------------------------------
 TRIAGE_INGEST_MAX_BODY_BYTES = env_int("TRIAGE_INGEST_MAX_BODY_BYTES", 5 * 1024 * 1024, minimum=1)
 TRIAGE_INGEST_MAX_ITEMS = env_int("TRIAGE_INGEST_MAX_ITEMS", 1000, minimum=1)
+# Batches one process works on at once; a request that finds every slot taken for this long
+# is answered 503 ingest_busy with Retry-After instead of queueing without bound.
+TRIAGE_INGEST_CONCURRENT_BATCHES = env_int("TRIAGE_INGEST_CONCURRENT_BATCHES", 1, minimum=1)
+TRIAGE_INGEST_SLOT_WAIT_SECONDS = env_float("TRIAGE_INGEST_SLOT_WAIT_SECONDS", 2.0)
+if TRIAGE_INGEST_SLOT_WAIT_SECONDS < 0:
+    raise ImproperlyConfigured("TRIAGE_INGEST_SLOT_WAIT_SECONDS must be 0 or more.")
+# The ingest pool's processes run at this niceness (0-19), so the pages win the CPU.
+TRIAGE_INGEST_NICE = env_int("TRIAGE_INGEST_NICE", 10, minimum=0)
+if TRIAGE_INGEST_NICE > 19:
+    raise ImproperlyConfigured("TRIAGE_INGEST_NICE must be between 0 and 19.")
 # Items per API key per minute; a key may override it.
 TRIAGE_INGEST_QUOTA_PER_MINUTE = env_int("TRIAGE_INGEST_QUOTA_PER_MINUTE", 600_000, minimum=1)
 # A running run whose worker has not reported for this long is taken over by a redelivery.
