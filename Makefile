@@ -5,7 +5,12 @@ VENV := .venv
 PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 
-.PHONY: install browser demo test lint typecheck check pytest bench bench-scale clean
+.PHONY: install browser demo test lint typecheck check pytest bench bench-scale bench-incident clean
+
+## DJANGO_DEBUG defaults to off (production). The development targets run the development
+## settings (a fixed dev-only secret key, plain HTTP, local hosts); a value already exported
+## wins. The benchmarks set production settings for the servers they start.
+demo test lint typecheck check pytest: export DJANGO_DEBUG ?= 1
 
 install: $(VENV)/.installed
 
@@ -51,6 +56,11 @@ bench: install
 ## 100k then 1M records into PostgreSQL (DATABASE triage_scale), then page times: ~10 min.
 bench-scale: install
 	$(PY) bench/triage_scale.py
+
+## Pages under an ingest flood: viewers and senders on shared and split pools (~4 min after
+## the million-record database of bench-scale is loaded).
+bench-incident: install
+	$(PY) bench/incident.py
 
 clean:
 	rm -rf var/celery var/test-artifacts

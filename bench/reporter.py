@@ -136,7 +136,7 @@ def deliver_with_reporter(port: int, key: str, items: list[dict[str, Any]]) -> f
 
 def deliver_directly(port: int, key: str, items: list[dict[str, Any]], connections: int) -> float:
     bodies = encode_batches(items, BATCH)
-    seconds, _, _, results = post_all(port, key, bodies, connections)
+    seconds, _, _, _, results = post_all(port, key, bodies, connections)
     sizes = [min(BATCH, len(items) - start) for start in range(0, len(items), BATCH)]
     errors = check_responses(results, sizes)
     if errors:

@@ -258,17 +258,27 @@ def _setup_django() -> None:
 def _load_chunk(task: tuple[int, int, int, str]) -> int:
     """One process's share: items [start, start + count) in batches; the records stored."""
     start, count, batch, now_iso = task
-    from triage.ingest import batch_ingest
+    from triage.ingest import DESK_CHANNEL, DESK_OWNER, DESK_SOURCES, batch_ingest
 
     traffic = _traffic(now_iso)
     stored = 0
     items = list(traffic.items(start, count, prefix="scale"))
     for offset in range(0, len(items), batch):
-        outcome = batch_ingest(owner="scale-bench", items=items[offset : offset + batch])
-        accepted = outcome.as_dict()["accepted"]
-        if accepted != len(items[offset : offset + batch]):
-            raise RuntimeError(f"batch at {start + offset}: {outcome.as_dict()}")
-        stored += accepted
+        chunk = items[offset : offset + batch]
+        # Quality Lab's records come through the desk's own channel, as its runs send them.
+        desk = [item for item in chunk if item["body"]["source"] in DESK_SOURCES]
+        runtime = [item for item in chunk if item["body"]["source"] not in DESK_SOURCES]
+        for owner, channel, part in (
+            ("scale-bench", "api", runtime),
+            (DESK_OWNER, DESK_CHANNEL, desk),
+        ):
+            if not part:
+                continue
+            outcome = batch_ingest(owner=owner, items=part, channel=channel)
+            accepted = outcome.as_dict()["accepted"]
+            if accepted != len(part):
+                raise RuntimeError(f"batch at {start + offset}: {outcome.as_dict()}")
+            stored += accepted
     return stored
 
 

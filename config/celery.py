@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import Any
 
 from celery import Celery
+from celery.signals import after_setup_logger, after_setup_task_logger
 from django.conf import settings
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
@@ -27,6 +29,20 @@ def ensure_filesystem_broker_folders() -> None:
 
 
 ensure_filesystem_broker_folders()
+
+
+@after_setup_logger.connect
+@after_setup_task_logger.connect
+def scrub_worker_logs(*, logger: logging.Logger, **kwargs: Any) -> None:
+    """Put the scrubbing filter on the handlers Celery installs when a worker or beat starts:
+    it replaces the root logger's handlers (and with them the filter settings.LOGGING put
+    there) and gives the task logger a handler of its own. A task's stdout goes to the root
+    logger, so it is covered too."""
+    from triage.scrub import ScrubLogFilter
+
+    for handler in logger.handlers:
+        if not any(isinstance(existing, ScrubLogFilter) for existing in handler.filters):
+            handler.addFilter(ScrubLogFilter())
 
 
 # How hard a send tries to reach the broker before giving up. Left to kombu, a producer

@@ -1,8 +1,10 @@
 """Settings for Triage Desk, read from the environment.
 
-With nothing set, the project runs on SQLite and Celery's filesystem transport under
-``var/`` so ``make demo`` needs no server. Production sets ``DJANGO_DEBUG=0``, a secret
-key, allowed hosts, ``DATABASE_URL`` and ``REDIS_URL``.
+``DJANGO_DEBUG`` defaults to off: then a secret key and allowed hosts are required, so a
+server started with nothing set refuses to start instead of serving debug pages.
+``make demo``, ``make test`` and the suite (pyproject's pytest ``env``) set
+``DJANGO_DEBUG=1``: the development settings, on SQLite and Celery's filesystem transport
+under ``var/`` unless ``DATABASE_URL`` and ``REDIS_URL`` say otherwise.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import dj_database_url
+from csp.constants import NONE as CSP_NONE
+from csp.constants import SELF as CSP_SELF
 from django.core.exceptions import ImproperlyConfigured
 
 from config.env import env_bool, env_float, env_int, env_list, env_str
@@ -19,7 +23,7 @@ from triage.outbound import PrivateAllowance
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("TRIAGE_VAR_DIR", str(BASE_DIR / "var")))
 
-DEBUG = env_bool("DJANGO_DEBUG", True)
+DEBUG = env_bool("DJANGO_DEBUG", False)
 if DEBUG:
     SECRET_KEY = env_str("DJANGO_SECRET_KEY", "dev-only-insecure-key-change-me-for-anything-real")
     ALLOWED_HOSTS = env_list(
@@ -52,6 +56,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "template_partials",
     "axes",
+    "csp",
     "triage",
     "learning",
     "qualitylab",
@@ -66,12 +71,19 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     # Last, as django-axes asks: it turns a locked-out login into its lockout response.
     "axes.middleware.AxesMiddleware",
 ]
 
-ROOT_URLCONF = "config.urls"
+# Which pool this process serves (docker-compose.yml runs both from one image): "web" serves
+# everything, the pages and the API (ingest too, when a proxy sends it there); "ingest" serves
+# only the ingest doors and /healthz, at a lower CPU priority (config/wsgi.py).
+TRIAGE_POOL = env_str("TRIAGE_POOL", "web")
+if TRIAGE_POOL not in ("web", "ingest"):
+    raise ImproperlyConfigured(f"TRIAGE_POOL must be web or ingest, got {TRIAGE_POOL!r}.")
+ROOT_URLCONF = "config.urls_ingest" if TRIAGE_POOL == "ingest" else "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"
 
 TEMPLATES = [
@@ -157,15 +169,36 @@ WHITENOISE_AUTOREFRESH = DEBUG
 DATA_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 
 # --- production hardening (manage.py check --deploy passes with DJANGO_DEBUG=0) ----------
-SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", not DEBUG)
-SESSION_COOKIE_SECURE = env_bool("DJANGO_SECURE_COOKIES", not DEBUG)
+# HTTPS only unless told otherwise. DJANGO_PLAIN_HTTP=1 is the one switch for serving plain
+# HTTP (a local docker compose stack without a TLS proxy): no redirect, no secure-only
+# cookies, no HSTS. The finer variables below still override each part.
+PLAIN_HTTP = env_bool("DJANGO_PLAIN_HTTP", DEBUG)
+SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", not PLAIN_HTTP)
+SESSION_COOKIE_SECURE = env_bool("DJANGO_SECURE_COOKIES", not PLAIN_HTTP)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
-SECURE_HSTS_SECONDS = env_int("DJANGO_HSTS_SECONDS", 0 if DEBUG else 31_536_000)
-SECURE_HSTS_INCLUDE_SUBDOMAINS = not DEBUG
-SECURE_HSTS_PRELOAD = env_bool("DJANGO_HSTS_PRELOAD", not DEBUG)
+SECURE_HSTS_SECONDS = env_int("DJANGO_HSTS_SECONDS", 0 if PLAIN_HTTP else 31_536_000)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = not PLAIN_HTTP
+SECURE_HSTS_PRELOAD = env_bool("DJANGO_HSTS_PRELOAD", not PLAIN_HTTP)
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
+# Content-Security-Policy (django-csp): the pages load their script (htmx, static/js) and
+# CSS from this site and use no inline script, style or event handler; no frames, no
+# plugins, forms post here only. /api/docs/ adds inline styles for Swagger UI (config/urls.py).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [CSP_SELF],
+        "script-src": [CSP_SELF],
+        "style-src": [CSP_SELF],
+        "img-src": [CSP_SELF],
+        "font-src": [CSP_SELF],
+        "connect-src": [CSP_SELF],
+        "object-src": [CSP_NONE],
+        "base-uri": [CSP_NONE],
+        "form-action": [CSP_SELF],
+        "frame-ancestors": [CSP_NONE],
+    }
+}
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
 if env_bool("DJANGO_BEHIND_TLS_PROXY", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
@@ -244,6 +277,16 @@ TRIAGE_INGEST_MAX_ITEMS = env_int("TRIAGE_INGEST_MAX_ITEMS", 1000, minimum=1)
 # Arrays and objects nested deeper than this are refused wherever JSON (or a YAML spec) is
 # read: the ingest API and command, case and spec imports, the case form.
 TRIAGE_JSON_MAX_DEPTH = env_int("TRIAGE_JSON_MAX_DEPTH", 64, minimum=1)
+# Batches one process works on at once; a request that finds every slot taken for this long
+# is answered 503 ingest_busy with Retry-After instead of queueing without bound.
+TRIAGE_INGEST_CONCURRENT_BATCHES = env_int("TRIAGE_INGEST_CONCURRENT_BATCHES", 1, minimum=1)
+TRIAGE_INGEST_SLOT_WAIT_SECONDS = env_float("TRIAGE_INGEST_SLOT_WAIT_SECONDS", 2.0)
+if TRIAGE_INGEST_SLOT_WAIT_SECONDS < 0:
+    raise ImproperlyConfigured("TRIAGE_INGEST_SLOT_WAIT_SECONDS must be 0 or more.")
+# The ingest pool's processes run at this niceness (0-19), so the pages win the CPU.
+TRIAGE_INGEST_NICE = env_int("TRIAGE_INGEST_NICE", 10, minimum=0)
+if TRIAGE_INGEST_NICE > 19:
+    raise ImproperlyConfigured("TRIAGE_INGEST_NICE must be between 0 and 19.")
 # Items per API key per minute; a key may override it.
 TRIAGE_INGEST_QUOTA_PER_MINUTE = env_int("TRIAGE_INGEST_QUOTA_PER_MINUTE", 600_000, minimum=1)
 # Decompressed body bytes per API key per minute: scrubbing costs CPU in proportion to size.

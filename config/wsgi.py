@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import os
 
+from django.conf import settings
 from django.core.wsgi import get_wsgi_application
 from django.urls import get_resolver
 
@@ -18,3 +19,8 @@ application = get_wsgi_application()
 # before, about 60 ms after, p50 unchanged at about 45 ms).
 get_resolver().url_patterns  # noqa: B018
 gc.freeze()
+
+# The ingest pool gives way to the pages for CPU: its worker runs at a lower priority. Set
+# here, in the worker's main thread before its request threads start, so they inherit it.
+if settings.TRIAGE_POOL == "ingest" and settings.TRIAGE_INGEST_NICE:
+    os.nice(settings.TRIAGE_INGEST_NICE)

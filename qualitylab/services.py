@@ -32,7 +32,7 @@ from qualitylab.models import (
 )
 from triage import outbound
 from triage.collection_names import CollectionNameError, check_collection_name
-from triage.ingest import batch_ingest
+from triage.ingest import DESK_CHANNEL, DESK_OWNER, batch_ingest
 from triage.models import (
     AuditEvent,
     FailureGroup,
@@ -821,7 +821,7 @@ class _ResultWriter:
         items += learning_services.quality_lab_attempt_items(
             run=run, results=[result for result, _ in pending]
         )
-        batch_ingest(owner="quality_lab", items=items, channel="quality_lab")
+        batch_ingest(owner=DESK_OWNER, items=items, channel=DESK_CHANNEL)
         if not failures:
             return
         from triage.models import FailureRecord

@@ -18,6 +18,7 @@ from rest_framework.views import APIView
 from triage.api_auth import ApiKeyAuthentication, HasIngestScope, HasReadScope
 from triage.api_errors import InvalidBatch, LengthRequired, PayloadTooLarge, QuotaExceeded
 from triage.api_parsers import IngestJSONParser
+from triage.capacity import ingest_slot
 from triage.ingest import batch_ingest
 from triage.models import ApiKey
 from triage.quota import quota_consume
@@ -55,6 +56,10 @@ class IngestApi(APIView):
         },
     )
     def post(self, request: Request) -> Response:
+        with ingest_slot():
+            return self._ingest(request)
+
+    def _ingest(self, request: Request) -> Response:
         if (
             not request.META.get("CONTENT_LENGTH")
             and "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower()

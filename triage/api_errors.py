@@ -33,6 +33,18 @@ class QuotaExceeded(exceptions.Throttled):
     default_code = "quota_exceeded"
 
 
+class IngestBusy(exceptions.APIException):
+    """Every ingest slot of this process is taken (triage.capacity); retry after `wait` s."""
+
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_detail = "The desk is ingesting at capacity; retry after Retry-After seconds."
+    default_code = "ingest_busy"
+
+    def __init__(self, *, wait: int) -> None:
+        super().__init__()
+        self.wait = wait  # DRF's handler turns it into the Retry-After header
+
+
 def _first_code(codes: Any) -> str:
     while isinstance(codes, (list, dict)):
         if not codes:

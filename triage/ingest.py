@@ -72,6 +72,19 @@ REJECTED = "rejected"
 MAX_CLIENT_ID_CHARS = 200  # the ledger's client_id columns
 _ECHOED_ID_CHARS = 64  # how much of an over-long id the answer and the ledger repeat
 
+# Quality Lab records its own results through batch_ingest under this owner (an idempotency
+# namespace) and channel, with this source. They belong to the desk: no API key may be named
+# or owned after them, and from any other channel a batch under the owner, or an item that
+# claims the source, is refused with a stable code (`reserved_owner`, `reserved_source`).
+DESK_OWNER = "quality_lab"
+DESK_CHANNEL = "quality_lab"
+DESK_SOURCES = frozenset({"quality_lab"})
+
+
+def owner_is_reserved(owner: str) -> bool:
+    return owner.strip().casefold() == DESK_OWNER
+
+
 _PARSERS: dict[str, Callable[..., ParsedFields]] = {
     "failure": parse_failure,
     "runner_event": parse_runner_event,
@@ -221,6 +234,25 @@ def _hash_canonical(canonical: str) -> str:
     return hmac.new(settings.TRIAGE_HASH_KEY, data, hashlib.sha256).hexdigest()
 
 
+def _refuse_desk_claims(item: _Prepared, *, owner: str) -> _Prepared | _Rejected:
+    """Refuse what only the desk's own Quality Lab runs may write (see DESK_OWNER)."""
+    if owner_is_reserved(owner):
+        error = ItemError(
+            "reserved_owner", "", f"The owner {DESK_OWNER} is reserved for Quality Lab's runs."
+        )
+        return _Rejected(item.index, item.item_type, item.client_id, error)
+    fields = item.fields
+    failure = fields.failure if isinstance(fields, RunnerEventFields) else fields
+    if isinstance(failure, FailureFields) and failure.source in DESK_SOURCES:
+        error = ItemError(
+            "reserved_source",
+            "body.source",
+            f"source {failure.source} is reserved for Quality Lab's own runs.",
+        )
+        return _Rejected(item.index, item.item_type, item.client_id, error)
+    return item
+
+
 def _prepare(index: int, item: Any, *, now: datetime) -> _Prepared | _Rejected:
     if not isinstance(item, dict):
         return _Rejected(index, "", "", ItemError("invalid_item", "", "item must be an object."))
@@ -305,6 +337,8 @@ def batch_ingest(
     duplicates_in_batch: list[_Prepared] = []
     for index, item in enumerate(items):
         result = _prepare(index, item, now=now)
+        if channel != DESK_CHANNEL and isinstance(result, _Prepared):
+            result = _refuse_desk_claims(result, owner=owner)
         if isinstance(result, _Rejected):
             rejected.append(result)
             continue

@@ -9,6 +9,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from triage.ingest import DESK_OWNER, owner_is_reserved
 from triage.models import (
     ApiKey,
     ApiKeyScope,
@@ -35,6 +36,10 @@ def api_key_create(
     if unknown or not scopes:
         allowed = ", ".join(ApiKeyScope.values)
         raise ApiKeyError(f"Scopes must be among {allowed}; got {', '.join(scopes) or 'none'}.")
+    if owner_is_reserved(name) or owner_is_reserved(owner):
+        raise ApiKeyError(
+            f"{DESK_OWNER} is reserved for Quality Lab's own records; choose another name."
+        )
     if ApiKey.objects.filter(name=name).exists():
         raise ApiKeyError(f"An API key named {name!r} already exists.")
     if expires_days is not None and expires_days < 1:

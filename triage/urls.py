@@ -6,8 +6,13 @@ from triage import api, views, views_ingestion, views_receipts
 
 app_name = "triage"
 
-api_urlpatterns = [
+# The doors runtimes send to; the ingest pool (config/urls_ingest.py) serves only these.
+ingest_urlpatterns = [
     path("ingest", api.IngestApi.as_view(), name="api-ingest"),
+]
+
+api_urlpatterns = [
+    *ingest_urlpatterns,
     path("failures", api.FailureListApi.as_view(), name="api-failures"),
     path("groups", api.GroupListApi.as_view(), name="api-groups"),
 ]

@@ -2,7 +2,7 @@
 
 `docker compose config` parses it where the docker CLI has its compose plugin (skipped,
 with the reason, where it has not). The structural checks always run: the YAML parses,
-the five services are there and wired to each other, every environment variable the app
+the six services are there and wired to each other, every environment variable the app
 services set is one config/settings.py reads (a misspelt name would be silently ignored),
 the settings start under exactly that environment, and every command names a real
 management command, WSGI module or Celery app.
@@ -30,7 +30,7 @@ from django.core.management import get_commands
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
-APP_SERVICES = ("web", "worker", "beat")
+APP_SERVICES = ("web", "ingest", "worker", "beat")
 SECRET = "compose-check-" + "k" * 50  # what an operator exports before `up`
 
 
@@ -130,7 +130,7 @@ def test_docker_compose_config_parses_the_file() -> None:
 # --- structure (always) ---------------------------------------------------------------------
 
 
-def test_the_stack_has_its_five_services_wired_together() -> None:
+def test_the_stack_has_its_six_services_wired_together() -> None:
     services = compose()["services"]
     assert set(services) == {"postgres", "redis", *APP_SERVICES}
     for name in ("postgres", "redis"):
@@ -184,7 +184,7 @@ def test_the_settings_start_under_the_compose_environment() -> None:
     """The app services' environment, as compose resolves it, passes `manage.py check`:
     every value has the type the settings want (no database is contacted)."""
     environment = _environment("web")
-    assert environment == _environment("worker") == _environment("beat")
+    assert environment == _environment("ingest") == _environment("worker") == _environment("beat")
     clean = {k: v for k, v in os.environ.items() if k not in settings_variables()}
     result = subprocess.run(
         [sys.executable, "manage.py", "check"],
@@ -220,7 +220,7 @@ def test_every_command_names_something_that_exists() -> None:
                 app = importlib.import_module(words[words.index("-A") + 1])
                 assert isinstance(getattr(app, "celery_app", None), Celery)
                 assert words[words.index("-A") + 2] in ("worker", "beat")
-    assert seen["gunicorn"] == 1 and seen["celery"] == 2 and seen["manage.py"] >= 2, seen
+    assert seen["gunicorn"] == 2 and seen["celery"] == 2 and seen["manage.py"] >= 2, seen
     beat = _command("beat")
     assert "beat" in beat
     if "--schedule" in beat:
@@ -228,3 +228,72 @@ def test_every_command_names_something_that_exists() -> None:
         assert beat[beat.index("--schedule") + 1].startswith("/app/var/")
     dockerfile = (ROOT / "Dockerfile").read_text(encoding="utf-8")
     assert "WORKDIR /app" in dockerfile and "/app/var" in dockerfile
+
+
+# --- secure by default --------------------------------------------------------------------
+
+
+def _settings_under(environment: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    # Nothing of this process's own DJANGO_* environment (the browser tests set
+    # DJANGO_ALLOW_ASYNC_UNSAFE, which the deploy check refuses).
+    clean = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in settings_variables() and not k.startswith("DJANGO_")
+    }
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env={**clean, **environment},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_the_compose_environment_passes_the_deploy_check() -> None:
+    """HTTPS redirect, secure cookies and HSTS are on unless the operator opts out: no
+    W008 (redirect), W012 (session cookie) or W016 (CSRF cookie), nor any other warning."""
+    result = _settings_under(_environment("web"), "check", "--deploy", "--fail-level", "WARNING")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_plain_http_is_one_documented_variable() -> None:
+    environment = _environment("web", env={"DJANGO_SECRET_KEY": SECRET, "DJANGO_PLAIN_HTTP": "1"})
+    assert environment["DJANGO_PLAIN_HTTP"] == "1"
+    show = (
+        "from django.conf import settings as s; print(s.SECURE_SSL_REDIRECT, "
+        "s.SESSION_COOKIE_SECURE, s.CSRF_COOKIE_SECURE, s.SECURE_HSTS_SECONDS, s.DEBUG)"
+    )
+    plain = _settings_under(environment, "shell", "-c", show)
+    assert plain.stdout.strip().splitlines()[-1] == "False False False 0 False", plain.stderr
+    secure = _settings_under(_environment("web"), "shell", "-c", show)
+    assert secure.stdout.strip().splitlines()[-1] == "True True True 31536000 False", secure.stderr
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "DJANGO_PLAIN_HTTP" in readme
+
+
+def test_the_image_leaves_out_history_environments_and_data() -> None:
+    ignored = {
+        line.strip().rstrip("/")
+        for line in (ROOT / ".dockerignore").read_text(encoding="utf-8").splitlines()
+        if line.strip() and not line.startswith("#")
+    }
+    assert {".git", ".venv", "var", "**/__pycache__", ".env"} <= ignored, ignored
+    dockerfile = (ROOT / "Dockerfile").read_text(encoding="utf-8")
+    assert "DJANGO_DEBUG=0" in dockerfile
+
+
+def test_ingest_and_pages_run_as_separately_sized_pools_of_one_image() -> None:
+    web, ingest = _command("web"), _command("ingest")
+    assert compose()["services"]["ingest"].get("build") == compose()["services"]["web"].get("build")
+    assert (
+        "TRIAGE_POOL=ingest" in ingest and ingest[ingest.index("--env") + 1] == "TRIAGE_POOL=ingest"
+    )
+    assert "TRIAGE_POOL=ingest" not in web
+    assert web[web.index("--workers") + 1] == "${TRIAGE_WEB_WORKERS:-3}"
+    assert ingest[ingest.index("--workers") + 1] == "${TRIAGE_INGEST_WORKERS:-2}"
+    assert ingest[ingest.index("--worker-class") + 1] == "gthread"  # answers 503s while busy
+    web_port = web[web.index("--bind") + 1].rsplit(":", 1)[1]
+    ingest_port = ingest[ingest.index("--bind") + 1].rsplit(":", 1)[1]
+    assert web_port != ingest_port

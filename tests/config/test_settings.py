@@ -4,9 +4,12 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
+from django.core.management import call_command
+from django.core.management.base import CommandError
 
 from config.env import env_bool, env_int, env_list, env_str
 
@@ -42,8 +45,35 @@ def test_production_without_a_secret_key_refuses_to_start() -> None:
     assert "DJANGO_SECRET_KEY" in result.stderr
 
 
+def test_debug_is_off_unless_it_is_asked_for() -> None:
+    """With nothing set the settings are production's: no debug pages, and no start at all
+    without a secret key (the dev-only key exists only under DJANGO_DEBUG=1)."""
+    unset = _manage("check", env={})
+    assert unset.returncode != 0
+    assert "DJANGO_SECRET_KEY" in unset.stderr
+    production = {k: v for k, v in PRODUCTION.items() if k != "DJANGO_DEBUG"}
+    shown = _manage(
+        "shell", "-c", "from django.conf import settings; print(settings.DEBUG)", env=production
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.strip().splitlines()[-1] == "False"
+    development = _manage(
+        "shell",
+        "-c",
+        "from django.conf import settings; print(settings.DEBUG)",
+        env={"DJANGO_DEBUG": "1"},
+    )
+    assert development.stdout.strip().splitlines()[-1] == "True", development.stderr
+
+
+def test_the_demo_refuses_production_settings(settings: Any) -> None:
+    settings.DEBUG = False
+    with pytest.raises(CommandError, match="make demo"):
+        call_command("demo", "--no-serve")
+
+
 def test_a_bad_database_url_names_the_variable() -> None:
-    result = _manage("check", env={"DATABASE_URL": "nonsense://"})
+    result = _manage("check", env={"DJANGO_DEBUG": "1", "DATABASE_URL": "nonsense://"})
     assert result.returncode != 0
     assert "DATABASE_URL" in result.stderr
 

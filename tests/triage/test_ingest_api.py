@@ -266,7 +266,7 @@ def test_group_counters_buckets_and_facets_follow_the_records(ingest_client: API
         ingest_client,
         [
             failure_item(occurred_at="2026-11-01T10:05:00Z"),
-            failure_item(occurred_at="2026-11-01T10:55:00Z", source="quality_lab"),
+            failure_item(occurred_at="2026-11-01T10:55:00Z", source="log"),
             failure_item(occurred_at="2026-11-01T12:00:00Z"),
         ],
     )
@@ -276,7 +276,7 @@ def test_group_counters_buckets_and_facets_follow_the_records(ingest_client: API
     assert group.last_seen.isoformat() == "2026-11-01T12:00:00+00:00"
     assert sorted(FailureGroupBucket.objects.values_list("count", flat=True)) == [1, 2]
     facets = {(f.dimension, f.value): f.count for f in FailureGroupFacet.objects.all()}
-    assert facets[("source", "runtime")] == 2 and facets[("source", "quality_lab")] == 1
+    assert facets[("source", "runtime")] == 2 and facets[("source", "log")] == 1
     assert facets[("lane", "retry_safe")] == 3
 
 

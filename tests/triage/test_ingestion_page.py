@@ -267,7 +267,7 @@ def test_an_admin_sees_the_key_forms_and_a_viewer_only_the_table(
     admin_page = admin_client.get(URL).content.decode()
     assert 'action="/ingestion/keys/new"' in admin_page
     assert f'action="/ingestion/keys/{api_key.pk}/revoke"' in admin_page
-    assert "return confirm(" in admin_page
+    assert 'data-confirm="Revoke shown?' in admin_page
     viewer = Client()
     viewer.force_login(user_with_role("viewer"))
     viewer_page = viewer.get(URL).content.decode()

@@ -23,7 +23,7 @@ def loaded(ingest_client: APIClient) -> APIClient:
             tool="requestRefund",
             collection="refunds",
             occurred_at="2026-11-03T10:00:00Z",
-            source="quality_lab",
+            source="log",
         ),
     ]
     response = ingest_client.post(
@@ -49,7 +49,7 @@ def test_failures_are_listed_newest_first(loaded: APIClient) -> None:
         ("collection=refunds", 1),
         ("tool=getDelivery", 1),
         ("lane=input_stale", 1),
-        ("source=quality_lab", 1),
+        ("source=log", 1),
         ("execution_state=completed", 2),
         ("since=2026-11-02T00:00:00Z", 2),
         ("since=2026-11-02T00:00:00Z&until=2026-11-03T00:00:00Z", 1),
@@ -65,7 +65,7 @@ def test_groups_can_be_filtered_by_status_and_facets(loaded: APIClient) -> None:
     FailureGroup.objects.filter(reason="enum_required").update(status=GroupStatus.RESOLVED)
     resolved = loaded.get("/api/v1/groups?status=resolved").json()["results"]
     assert [g["reason"] for g in resolved] == ["enum_required"]
-    by_source = loaded.get("/api/v1/groups?source=quality_lab").json()["results"]
+    by_source = loaded.get("/api/v1/groups?source=log").json()["results"]
     assert [g["tool"] for g in by_source] == ["requestRefund"]
 
 

@@ -62,7 +62,7 @@ KINDS: list[tuple[str, str, dict[str, Any]]] = [
 ]
 TOOLS = ["getOrderDetail", "createRefund", "sendInvoice", ""]
 COLLECTIONS = ["shop", "billing", ""]
-SOURCES = ["runtime", "quality_lab", "log"]
+SOURCES = ["runtime", "learning", "log"]  # quality_lab is the desk's own
 
 
 def _stamp(moment: datetime) -> str:

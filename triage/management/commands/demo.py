@@ -76,6 +76,12 @@ class Command(BaseCommand):
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("--port", type=int, default=int(os.environ.get("DEMO_PORT", "8000")))
         parser.add_argument(
+            "--ingest-port",
+            type=int,
+            default=int(os.environ.get("DEMO_INGEST_PORT", "8001")),
+            help="where the ingest pool listens (DEMO_INGEST_PORT, default 8001)",
+        )
+        parser.add_argument(
             "--sandbox-port",
             type=int,
             default=int(os.environ.get("DEMO_SANDBOX_PORT", "8090")),
@@ -88,6 +94,13 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if not settings.DEBUG:
+            # The demo creates logins with printed passwords and serves plain HTTP: it runs
+            # on the development settings only, never on a production configuration.
+            raise CommandError(
+                "The demo runs on the development settings: start it with `make demo` "
+                "(or DJANGO_DEBUG=1 python manage.py demo)."
+            )
         # The filesystem broker URL has no host; kombu warns about it on every connection.
         logging.getLogger("kombu.connection").setLevel(logging.ERROR)
         # Stopped by a supervisor (SIGTERM) like by Ctrl-C: the children stop too.
@@ -99,16 +112,21 @@ class Command(BaseCommand):
         self._ensure_admin()
         port: int = options["port"]
         base_url = f"http://127.0.0.1:{port}"
+        ingest_url = f"http://127.0.0.1:{options['ingest_port']}"
         sandbox_url = f"http://{DEMO_SANDBOX_HOST}:{options['sandbox_port']}"
         processes: list[subprocess.Popen[bytes]] = []
         try:
             sandbox = self._start_sandbox(options["sandbox_port"])
             processes.append(sandbox)
-            web = self._start_web(port)
+            # The production shape: the pages and the ingest door in separate pools.
+            web = self._start_web(port, pool="web", workers=2)
             processes.append(web)
+            ingest = self._start_web(options["ingest_port"], pool="ingest", workers=1)
+            processes.append(ingest)
             self._wait_until_up(base_url, web)
+            self._wait_until_up(ingest_url, ingest)
             self._wait_for_sandbox(sandbox_url, sandbox)
-            self._load_traffic(base_url)
+            self._load_traffic(ingest_url)
             processes.append(self._start_worker())
             runs = self._load_quality_lab(sandbox_url)
             if options["no_serve"]:
@@ -119,7 +137,7 @@ class Command(BaseCommand):
                     )
                 )
                 return
-            self._print_welcome(base_url, runs)
+            self._print_welcome(base_url, ingest_url, runs)
             while all(process.poll() is None for process in processes):
                 time.sleep(1)
             raise CommandError("A demo process stopped; see its output above.")
@@ -158,12 +176,13 @@ class Command(BaseCommand):
             person.save()
             person.groups.add(ensure_role_group(role))
 
-    def _start_web(self, port: int) -> subprocess.Popen[bytes]:
+    def _start_web(self, port: int, *, pool: str, workers: int) -> subprocess.Popen[bytes]:
         return subprocess.Popen(
             [
                 sys.executable, "-m", "gunicorn", "config.wsgi",
+                "--env", f"TRIAGE_POOL={pool}",
                 "--bind", f"127.0.0.1:{port}",
-                "--workers", "2", "--threads", "4",
+                "--worker-class", "gthread", "--workers", str(workers), "--threads", "4",
                 "--log-level", "warning",
             ]
         )  # fmt: skip
@@ -201,7 +220,7 @@ class Command(BaseCommand):
             try:
                 with urllib.request.urlopen(f"{sandbox_url}/__state", timeout=2):
                     return
-            except (urllib.error.URLError, ConnectionError):
+            except OSError:  # refused, reset or timed out (URLError is an OSError)
                 time.sleep(0.2)
         raise CommandError("The Quality Lab sandbox did not answer within 15 s.")
 
@@ -309,15 +328,15 @@ class Command(BaseCommand):
         while time.monotonic() < deadline:
             if web.poll() is not None:
                 raise CommandError(
-                    f"The web server exited (is port {base_url.rsplit(':', 1)[1]} taken? "
-                    "Use DEMO_PORT=8001 make demo)."
+                    f"A web server exited (is port {base_url.rsplit(':', 1)[1]} taken? "
+                    "Use DEMO_PORT=8002 or DEMO_INGEST_PORT=8003 make demo)."
                 )
             try:
                 with urllib.request.urlopen(f"{base_url}/healthz", timeout=2):
                     return
-            except (urllib.error.URLError, ConnectionError):
+            except OSError:  # refused, reset or timed out (URLError is an OSError)
                 time.sleep(0.3)
-        raise CommandError("The web server did not answer within 30 s.")
+        raise CommandError(f"The web server at {base_url} did not answer within 30 s.")
 
     def _load_traffic(self, base_url: str) -> None:
         if IngestItem.objects.filter(owner=DEMO_OWNER).exists():
@@ -343,7 +362,7 @@ class Command(BaseCommand):
             f"{stats['rejected']} rejected"
         )
 
-    def _print_welcome(self, base_url: str, runs: list[CaseRun]) -> None:
+    def _print_welcome(self, base_url: str, ingest_url: str, runs: list[CaseRun]) -> None:
         username, password = DEMO_ADMIN
         self.stdout.write("Quality Lab runs of the demo collection:")
         self._print_runs(base_url, runs)
@@ -358,6 +377,8 @@ class Command(BaseCommand):
             + f"  Quality Lab:  {base_url}/qualitylab/{DEMO_COLLECTION}/\n"
             + f"  its failures: {base_url}/?source=quality_lab&collection={DEMO_COLLECTION}\n"
             + f"  API docs:     {base_url}/api/docs/\n"
+            + f"  ingest pool:  {ingest_url}/api/v1/ingest (runtimes send here; the web "
+            + "address takes ingest too)\n"
             + f"  failures API: {base_url}/api/v1/groups (signed in, or with a read key)\n"
             + "Press Ctrl-C to stop web, worker and sandbox."
         )

@@ -1,0 +1,363 @@
+"""Do the pages stay fast while ingest floods? Viewers and senders, shared and split pools.
+
+    .venv/bin/python bench/incident.py [--records 1000000] [--seconds 20] [--viewers 4]
+        [--senders 2] [--batch 500] [--web-workers 2] [--ingest-workers 2]
+        [--database-url URL] [--prepare-only]
+
+What one run does:
+
+1. Uses the million-record database of ``bench/triage_scale.py`` (default
+   ``postgres://postgres@127.0.0.1:5432/triage_scale``), loading it with that benchmark's
+   traffic and loader when it holds fewer than ``--records`` failure records.
+2. Runs, each for ``--seconds`` and in this order, on gunicorn with production settings:
+   (a) ``--viewers`` signed-in viewers alone on the web pool; (b) the viewers and
+   ``--senders`` senders on one shared pool (``--web-workers`` sync workers serving
+   everything, the shape before the pools were split); (c) the viewers on the web pool
+   and the senders on the ingest pool (``TRIAGE_POOL=ingest``: gthread workers, niced,
+   a bounded number of batches each); (c0) the same without the lower CPU priority
+   (``TRIAGE_INGEST_NICE=0``); (d) the senders alone on the ingest pool.
+   A viewer requests ``/``, ``/?window=7d``, ``/?window=1h`` and ``/receipts/`` in turn
+   over HTTP with a session cookie; a sender posts 500-item batches of new failure
+   records (the scale traffic's shape) as fast as the answers come, and waits
+   ``Retry-After`` when told to.
+3. Prints, per run, page p50/p95 and the pages' status codes, ingest records/s and the
+   ingest status codes, then the targets: with the split pools, page p95 under the flood
+   within 1.5x of the viewers alone, and ingest at least 0.7x of its rate alone.
+
+The machine is shared and noisy: compare the rows of one run, not figures across runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import http.client
+import json
+import math
+import os
+import statistics
+import sys
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench.ingest import (  # noqa: E402
+    ServerConfig,
+    app_env,
+    encode_batches,
+    ensure_database,
+    manage,
+    serve,
+)
+from bench.triage_scale import (  # noqa: E402
+    DEFAULT_DATABASE_URL,
+    Traffic,
+    load,
+    record_count,
+    vacuum_analyze,
+)
+
+VIEWER_PATHS = ("/", "/?window=7d", "/?window=1h", "/receipts/")
+TARGET_PAGE_RATIO = 1.5
+TARGET_INGEST_RATIO = 0.7
+
+
+# --- set-up ------------------------------------------------------------------------------------
+
+
+def prepare(database_url: str, records: int, env: dict[str, str]) -> None:
+    ensure_database(database_url)
+    manage(env, "migrate", "--noinput", "-v", "0")
+    manage(env, "collectstatic", "--noinput", "-v", "0")  # production pages need the manifest
+    count = record_count(database_url) or 0
+    if count >= records:
+        print(f"using the {count:,} records already loaded")
+        return
+    print(f"loading {records - count:,} records (bench/triage_scale.py's traffic)")
+    load(start=count, end=records, jobs=2, batch=1000, now=datetime.now(UTC))
+    vacuum_analyze(database_url)
+
+
+def credentials() -> tuple[str, str]:
+    """A signed-in viewer's session cookie and an ingest key (made in this process)."""
+    import django
+
+    django.setup()
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    from triage import roles
+    from triage.services import api_key_create
+
+    user, _ = get_user_model().objects.get_or_create(username="incident-viewer")
+    user.groups.add(roles.ensure_role_group("viewer"))
+    browser = Client()
+    browser.force_login(user)
+    _, key = api_key_create(name=f"incident-{uuid.uuid4().hex[:8]}", scopes=["ingest"])
+    return browser.cookies["sessionid"].value, key
+
+
+def sender_batches(count: int, size: int, *, tag: str) -> list[bytes]:
+    """`count` batches of `size` new failure items (the scale traffic; Quality Lab's source
+    is the desk's own, so a runtime's items say runtime)."""
+    traffic = Traffic.build(datetime.now(UTC))
+    batches = []
+    for start in range(0, count * size, size):
+        items = list(traffic.items(start, size, prefix=f"incident-{tag}"))
+        for item in items:
+            if item["body"]["source"] == "quality_lab":
+                item["body"]["source"] = "runtime"
+        batches += encode_batches(items, size)
+    return batches
+
+
+# --- load ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Tally:
+    pages_ms: list[float] = field(default_factory=list)
+    page_status: Counter[int] = field(default_factory=Counter)
+    batch_ms: list[float] = field(default_factory=list)
+    ingest_status: Counter[int] = field(default_factory=Counter)
+    records: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def _viewer(port: int, session: str, stop_at: float, tally: Tally, offset: int) -> None:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    headers = {"Cookie": f"sessionid={session}"}
+    index = offset
+    while time.monotonic() < stop_at:
+        path = VIEWER_PATHS[index % len(VIEWER_PATHS)]
+        index += 1
+        started = time.perf_counter()
+        try:
+            conn.request("GET", path, headers=headers)
+            response = conn.getresponse()
+            response.read()
+            status = response.status
+        except (OSError, http.client.HTTPException):
+            conn.close()
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+            status = 0
+        elapsed = (time.perf_counter() - started) * 1000
+        with tally.lock:
+            tally.pages_ms.append(elapsed)
+            tally.page_status[status] += 1
+    conn.close()
+
+
+def _sender(port: int, key: str, batches: list[bytes], stop_at: float, tally: Tally) -> None:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+    while time.monotonic() < stop_at:
+        with tally.lock:
+            if not batches:
+                return
+            body = batches.pop()
+        started = time.perf_counter()
+        wait = 0.0
+        try:
+            conn.request("POST", "/api/v1/ingest", body=body, headers=headers)
+            response = conn.getresponse()
+            answer = response.read()
+            status = response.status
+            if status in (200, 207):
+                outcome = json.loads(answer)
+                stored = int(outcome["accepted"]) + int(outcome["duplicates"])
+            else:
+                stored = 0
+                wait = float(response.getheader("Retry-After") or 0)
+                with tally.lock:
+                    batches.append(body)  # a refused batch is sent again, as a reporter does
+        except (OSError, http.client.HTTPException):
+            conn.close()
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+            status, stored = 0, 0
+        elapsed = (time.perf_counter() - started) * 1000
+        with tally.lock:
+            tally.ingest_status[status] += 1
+            tally.records += stored
+            if status in (200, 207):
+                tally.batch_ms.append(elapsed)
+        if wait:
+            time.sleep(min(wait, max(0.0, stop_at - time.monotonic())))
+    conn.close()
+
+
+def run_load(
+    *,
+    seconds: float,
+    viewers: int,
+    page_port: int | None,
+    session: str,
+    senders: int,
+    ingest_port: int | None,
+    key: str,
+    batches: list[bytes],
+) -> Tally:
+    tally = Tally()
+    stop_at = time.monotonic() + seconds
+    threads = []
+    if page_port is not None:
+        threads += [
+            threading.Thread(target=_viewer, args=(page_port, session, stop_at, tally, n))
+            for n in range(viewers)
+        ]
+    if ingest_port is not None:
+        threads += [
+            threading.Thread(target=_sender, args=(ingest_port, key, batches, stop_at, tally))
+            for _ in range(senders)
+        ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return tally
+
+
+# --- the runs ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Row:
+    label: str
+    tally: Tally
+    seconds: float
+
+    @property
+    def page_p50(self) -> float | None:
+        return statistics.median(self.tally.pages_ms) if self.tally.pages_ms else None
+
+    @property
+    def page_p95(self) -> float | None:
+        ordered = sorted(self.tally.pages_ms)
+        if not ordered:
+            return None
+        return ordered[min(len(ordered) - 1, math.ceil(0.95 * len(ordered)) - 1)]
+
+    @property
+    def rate(self) -> float | None:
+        return self.tally.records / self.seconds if self.tally.ingest_status else None
+
+
+@contextlib.contextmanager
+def pools(
+    env: dict[str, str], web: ServerConfig, ingest: ServerConfig | None, nice: int
+) -> Iterator[tuple[int, int | None]]:
+    with serve("config.wsgi", web, {**env, "TRIAGE_POOL": "web"}) as (web_port, _, _):
+        if ingest is None:
+            yield web_port, None
+            return
+        ingest_env = {**env, "TRIAGE_POOL": "ingest", "TRIAGE_INGEST_NICE": str(nice)}
+        with serve("config.wsgi", ingest, ingest_env) as (ingest_port, _, _):
+            yield web_port, ingest_port
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--viewers", type=int, default=4)
+    parser.add_argument("--senders", type=int, default=2)
+    parser.add_argument("--batch", type=int, default=500)
+    parser.add_argument("--web-workers", type=int, default=2)
+    parser.add_argument("--ingest-workers", type=int, default=2)
+    parser.add_argument("--ingest-threads", type=int, default=4)
+    parser.add_argument("--nice", type=int, default=10)
+    parser.add_argument("--database-url", default=DEFAULT_DATABASE_URL)
+    parser.add_argument("--prepare-only", action="store_true")
+    args = parser.parse_args(argv)
+
+    env = app_env(args.database_url)
+    os.environ.update(env)
+    prepare(args.database_url, args.records, env)
+    if args.prepare_only:
+        return 0
+    session, key = credentials()
+    web = ServerConfig(args.web_workers, 1, args.viewers)
+    ingest = ServerConfig(args.ingest_workers, args.ingest_threads, args.senders)
+    # Enough new batches for the fastest sender: about 6,000 records/s at most here.
+    per_run = max(20, math.ceil(args.seconds * 6_000 / args.batch))
+    runs = [
+        ("(a) viewers alone", None, False, args.nice),
+        ("(b) viewers + senders, one shared pool", "shared", True, args.nice),
+        ("(c) viewers + senders, split pools", "split", True, args.nice),
+        ("(c0) split pools, ingest not niced", "split", True, 0),
+        ("(d) senders alone, ingest pool", "alone", False, args.nice),
+    ]
+    rows: list[Row] = []
+    for label, shape, with_viewers, nice in runs:
+        print(f"running {label} for {args.seconds:.0f} s", flush=True)
+        split = shape in ("split", "alone")
+        feed = []
+        if shape is not None:  # built before the clock starts, new ids for every run
+            feed = sender_batches(per_run, args.batch, tag=uuid.uuid4().hex[:6])
+        with pools(env, web, ingest if split else None, nice) as (web_port, ingest_port):
+            target = ingest_port if split else web_port
+            tally = run_load(
+                seconds=args.seconds,
+                viewers=args.viewers,
+                page_port=web_port if (with_viewers or shape is None) else None,
+                session=session,
+                senders=args.senders,
+                ingest_port=target if shape is not None else None,
+                key=key,
+                batches=feed,
+            )
+        rows.append(Row(label, tally, args.seconds))
+    return report(rows, args)
+
+
+def _ms(value: float | None) -> str:
+    return f"{value:.0f} ms" if value is not None else "-"
+
+
+def report(rows: list[Row], args: argparse.Namespace) -> int:
+    print()
+    print(
+        f"{args.viewers} viewers, {args.senders} senders of {args.batch}-item batches, "
+        f"{args.seconds:.0f} s each; web pool {args.web_workers} sync workers, ingest pool "
+        f"{args.ingest_workers} gthread workers x {args.ingest_threads} threads"
+    )
+    header = f"{'run':<42}{'pages':>7}{'p50':>9}{'p95':>9}{'records/s':>11}  statuses"
+    print(header)
+    print("-" * (len(header) + 20))
+    for row in rows:
+        pages = dict(sorted(row.tally.page_status.items()))
+        ingest = dict(sorted(row.tally.ingest_status.items()))
+        rate = f"{row.rate:,.0f}" if row.rate is not None else "-"
+        statuses = (f"pages {pages} " if pages else "") + (f"ingest {ingest}" if ingest else "")
+        print(
+            f"{row.label:<42}{len(row.tally.pages_ms):>7}{_ms(row.page_p50):>9}"
+            f"{_ms(row.page_p95):>9}{rate:>11}  {statuses}"
+        )
+    alone, shared, split, _, senders_alone = rows
+    assert alone.page_p95 and split.page_p95 and shared.page_p95
+    page_ratio = split.page_p95 / alone.page_p95
+    ingest_ratio = (split.rate or 0) / (senders_alone.rate or 1)
+    print()
+    print(f"shared pool: page p95 {shared.page_p95 / alone.page_p95:.2f}x the viewers alone")
+    print(
+        f"{'PASS' if page_ratio <= TARGET_PAGE_RATIO else 'MISS'}  split pools: page p95 "
+        f"{page_ratio:.2f}x the viewers alone (target <= {TARGET_PAGE_RATIO}x)"
+    )
+    print(
+        f"{'PASS' if ingest_ratio >= TARGET_INGEST_RATIO else 'MISS'}  split pools: ingest "
+        f"{ingest_ratio:.2f}x its rate alone (target >= {TARGET_INGEST_RATIO}x)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,98 @@
+"""The two pools of one image (TRIAGE_POOL): the web pool serves everything, the ingest pool
+only the ingest doors and /healthz, at a lower CPU priority."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.test import Client
+from rest_framework.test import APIClient
+
+from tests.factories import failure_item
+from tests.faults.processes import Gunicorn, base_env
+from triage.models import FailureRecord
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGES = ["/", "/receipts/", "/ingestion/", "/qualitylab/", "/learning/", "/accounts/login/",
+         "/api/v1/failures", "/api/v1/groups", "/api/docs/", "/admin/"]  # fmt: skip
+
+
+def _post(client: APIClient) -> Any:
+    return client.post("/api/v1/ingest", {"items": [failure_item()]}, format="json")
+
+
+@pytest.mark.django_db
+def test_the_ingest_pool_serves_ingest_and_health_and_refuses_pages(
+    settings: Any, ingest_client: APIClient, client_as: Any
+) -> None:
+    settings.ROOT_URLCONF = "config.urls_ingest"
+    admin = client_as("admin")
+    for url in PAGES:
+        assert admin.get(url).status_code == 404, url
+    assert Client().get("/healthz").json() == {"status": "ok"}
+    assert _post(ingest_client).status_code == 200
+    assert FailureRecord.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_the_web_pool_still_serves_ingest_when_routed_there(
+    ingest_client: APIClient, client_as: Any
+) -> None:
+    assert _post(ingest_client).status_code == 200
+    assert client_as("viewer").get("/").status_code == 200
+
+
+def _setting(name: str, **env: str) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if k != "TRIAGE_POOL"}
+    return subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c",
+         f"from django.conf import settings; print(settings.{name})"],
+        cwd=ROOT, env={**clean, "DJANGO_DEBUG": "1", **env},
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+def test_the_pool_is_chosen_by_one_variable() -> None:
+    assert _setting("ROOT_URLCONF").stdout.split()[-1] == "config.urls"
+    assert _setting("ROOT_URLCONF", TRIAGE_POOL="ingest").stdout.split()[-1] == "config.urls_ingest"
+    wrong = _setting("ROOT_URLCONF", TRIAGE_POOL="pages")
+    assert wrong.returncode != 0 and "TRIAGE_POOL must be web or ingest" in wrong.stderr
+
+
+def _nice(pid: int) -> int:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat.rsplit(")", 1)[1].split()[16])  # field 19: nice
+
+
+@pytest.mark.services("postgres")
+@pytest.mark.django_db(transaction=True)
+def test_a_real_ingest_pool_runs_niced_and_answers_only_its_urls(
+    tmp_path: Path, make_api_key: Any
+) -> None:
+    key = make_api_key("pool-runtime")
+    env = base_env(TRIAGE_POOL="ingest", TRIAGE_INGEST_NICE="7")
+    with Gunicorn.serving(env=env, log_dir=tmp_path) as server:
+        base = f"http://127.0.0.1:{server.port}"
+        with urllib.request.urlopen(f"{base}/healthz", timeout=10) as response:
+            assert response.status == 200  # the worker has loaded the app
+        assert _nice(server.worker_pid()) == _nice(os.getpid()) + 7
+        assert _nice(server.process.pid) == _nice(os.getpid())  # the master is not niced
+        with pytest.raises(urllib.error.HTTPError) as page:
+            urllib.request.urlopen(f"{base}/", timeout=10)
+        assert page.value.code == 404
+        request = urllib.request.Request(
+            f"{base}/api/v1/ingest",
+            data=json.dumps({"items": [failure_item()]}).encode(),
+            headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=30) as response:
+            assert response.status == 200
+            assert json.load(response)["accepted"] == 1
