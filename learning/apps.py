@@ -9,10 +9,11 @@ class LearningConfig(AppConfig):
 
     def ready(self) -> None:
         from learning.ingest import ITEM_TYPE, parse_attempt, store_attempts
+        from learning.models import LearningAttempt
         from learning.services import collections_for_ids
         from triage.ingest import ItemType, on_collections_seen, register_item_type
 
-        register_item_type(ItemType(ITEM_TYPE, parse_attempt, store_attempts))
+        register_item_type(ItemType(ITEM_TYPE, parse_attempt, store_attempts, LearningAttempt))
 
         def register(names: set[str]) -> None:
             collections_for_ids(names=names)

@@ -187,7 +187,9 @@ class _Rejected:
     status: str = REJECTED
 
     def __post_init__(self) -> None:
-        # Paths and messages may quote a client's keys: keep them recordable and renderable.
+        # Ids, paths and messages may quote a client's text: keep them recordable and
+        # renderable (an over-long id is echoed in part, whatever it holds).
+        self.client_id = storable_label(self.client_id, limit=MAX_CLIENT_ID_CHARS)
         self.error.field = storable_label(self.error.field, limit=200)
         self.error.message = storable_label(self.error.message, limit=500)
 
