@@ -105,6 +105,6 @@ def test_env_helpers_fail_loudly(monkeypatch: pytest.MonkeyPatch) -> None:
     ],
 )
 def test_unsafe_outbound_settings_stop_start_up(env: dict[str, str], named: str) -> None:
-    result = _manage("check", env=env)
+    result = _manage("check", env={"DJANGO_DEBUG": "1", **env})
     assert result.returncode != 0
     assert named in result.stderr
