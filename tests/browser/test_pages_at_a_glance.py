@@ -12,7 +12,7 @@ from playwright.sync_api import expect
 from learning.models import LearningAttempt
 from qualitylab import demo, services
 from qualitylab.models import CaseRun, RunStatus
-from tests.factories import failure_item
+from tests.factories import demo_collection, failure_item
 from triage.ingest import batch_ingest
 
 pytestmark = [
@@ -68,10 +68,18 @@ def test_the_run_progress_bar_is_drawn_and_follows_the_run(
 def test_on_a_phone_the_navigation_stays_on_screen_and_tables_scroll_inside(
     page: Any, live_server: Any, sign_in: Any, screenshot: Any
 ) -> None:
+    demo_collection()  # built: the collection page shows its readiness and versions
     batch_ingest(owner="phone", items=[failure_item(), failure_item(reason="timeout")])
     sign_in("operator")
     page.set_viewport_size({"width": 390, "height": 844})
-    for path in ("/", "/receipts/", "/ingestion/", "/qualitylab/", "/learning/"):
+    for path in (
+        "/",
+        "/receipts/",
+        "/ingestion/",
+        "/qualitylab/",
+        "/qualitylab/shop/",
+        "/learning/",
+    ):
         page.goto(f"{live_server.url}{path}")
         assert "{#" not in page.locator("body").inner_text(), path
         width = page.evaluate("document.documentElement.scrollWidth")
