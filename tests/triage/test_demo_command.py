@@ -11,24 +11,32 @@ import time
 
 from triage.management.commands.demo import _interrupt, stop_processes
 
-STUBBORN = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"
+STUBBORN = (
+    "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+    "print('ready', flush=True); time.sleep(60)"
+)
 
 
 def test_a_second_stop_signal_does_not_leave_a_child_running() -> None:
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
-    child = subprocess.Popen([sys.executable, "-c", STUBBORN])
+    child = subprocess.Popen([sys.executable, "-c", STUBBORN], stdout=subprocess.PIPE)
     polite = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    # make forwards SIGTERM to its child while the process group gets it too.
+    second_signal = threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGTERM))
     try:
-        time.sleep(0.3)  # the stubborn child has installed its SIG_IGN
+        assert child.stdout is not None and child.stdout.readline() == b"ready\n"
         signal.signal(signal.SIGTERM, _interrupt)
-        # make forwards SIGTERM to its child while the process group gets it too.
-        threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGTERM)).start()
+        second_signal.start()
         started = time.monotonic()
-        stop_processes([child, polite], grace_seconds=1.0)
-        assert time.monotonic() - started < 10
+        stop_processes([child, polite], grace_seconds=2.0)
+        second_signal.join()  # delivered while stopping, so ignored
+        assert time.monotonic() - started < 20
         assert child.poll() == -signal.SIGKILL
         assert polite.poll() == -signal.SIGTERM
     finally:
+        second_signal.cancel()
+        if second_signal.is_alive():
+            second_signal.join()
         for process in (child, polite):
             if process.poll() is None:
                 process.kill()
