@@ -66,6 +66,25 @@ def _interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
+def stop_processes(processes: list[subprocess.Popen[bytes]], *, grace_seconds: float) -> None:
+    """SIGTERM every process, give them `grace_seconds` together, then kill what is left.
+
+    A second Ctrl-C, or the SIGTERM that both a supervisor (to the process group) and make
+    (to its child) send, must not cut this short: the worker would be left running."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for process in processes:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + grace_seconds
+    for process in processes:
+        try:
+            process.wait(timeout=max(deadline - time.monotonic(), 0.01))
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
 class Command(BaseCommand):
     help = (
         "Migrate, create the demo logins, start web, worker and the Quality Lab sandbox API, "
@@ -144,14 +163,7 @@ class Command(BaseCommand):
         except KeyboardInterrupt:
             self.stdout.write("\nStopping.")
         finally:
-            for process in processes:
-                if process.poll() is None:
-                    process.send_signal(signal.SIGTERM)
-            for process in processes:
-                try:
-                    process.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    process.kill()
+            stop_processes(processes, grace_seconds=15)
 
     def _check_sandbox_allowed(self) -> None:
         allowance = quality_services.private_allowance()
