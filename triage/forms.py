@@ -22,6 +22,10 @@ WINDOWS = {"1h": timedelta(hours=1), "24h": timedelta(hours=24), "7d": timedelta
 MAX_ID = 2**63 - 1
 # The default view hides what nobody needs to look at: resolved and muted groups.
 ACTIVE = "active"
+# The default view shows production: every source but Quality Lab's test runs, which can
+# outnumber runtime failures ten to one right after a run.
+PRODUCTION = "production"
+ANY_SOURCE = "any"
 ACTIVE_STATUSES = (GroupStatus.OPEN, GroupStatus.ACKNOWLEDGED, GroupStatus.REGRESSED)
 
 
@@ -39,7 +43,7 @@ class Window:
 class TriageFilterForm(forms.Form):
     """Every filter lives in the URL, so a filtered view is a link that can be shared."""
 
-    DEFAULTS = {"window": "24h", "status": ACTIVE}
+    DEFAULTS = {"window": "24h", "status": ACTIVE, "source": PRODUCTION}
 
     window = forms.ChoiceField(
         choices=[*((key, key) for key in WINDOWS), ("custom", "custom")], required=False
@@ -51,7 +55,11 @@ class TriageFilterForm(forms.Form):
         required=False, widget=forms.DateTimeInput(attrs={"type": "datetime-local"})
     )
     collection = forms.CharField(required=False, max_length=COLLECTION_NAME_MAX_LENGTH)
-    source = forms.ChoiceField(choices=_choices(taxonomy.SOURCES, "any source"), required=False)
+    source = forms.ChoiceField(
+        choices=[(PRODUCTION, "production (not Quality Lab)"), (ANY_SOURCE, "any source"),
+                 *((value, value) for value in taxonomy.SOURCES)],
+        required=False,
+    )  # fmt: skip
     tool = forms.CharField(required=False, max_length=200)
     lane = forms.ChoiceField(choices=_choices(taxonomy.LANES, "any lane"), required=False)
     status = forms.ChoiceField(
@@ -114,9 +122,15 @@ class TriageFilterForm(forms.Form):
 
     def filters(self) -> dict[str, str]:
         data = self._valid_data()
-        keys = ("collection", "source", "tool", "lane", "execution_state", "q", "stage", "reason")
+        keys = ("collection", "tool", "lane", "execution_state", "q", "stage", "reason")
         chosen = {key: data[key].strip() for key in keys if data.get(key)}
         chosen["status"] = data.get("status") or ACTIVE
+        # A URL without a source is production, also for a bulk action's saved query; an
+        # empty or refused value is any source (links from before the default existed).
+        if "source" not in self.data:
+            chosen["source"] = PRODUCTION
+        elif data.get("source") and data["source"] != ANY_SOURCE:
+            chosen["source"] = data["source"]
         return chosen
 
     def query_items(self) -> list[tuple[str, str]]:

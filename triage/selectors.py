@@ -132,6 +132,7 @@ class ReasonRow:
     groups: list[GroupRow] = field(default_factory=list)
     spark: list[int] = field(default_factory=list)
     state_mix: dict[str, int] = field(default_factory=dict)
+    source_mix: dict[str, int] = field(default_factory=dict)
 
     @cached_property
     def count(self) -> int:
@@ -222,6 +223,20 @@ def _having_facet(dimension: str, value: str, *, group: str = "pk") -> Exists:
     )
 
 
+# The triage page's default source: every source but Quality Lab's test runs.
+PRODUCTION_SOURCES = "production"
+TEST_SOURCE = "quality_lab"
+
+
+def _having_production_facet(*, group: str = "pk") -> Exists:
+    """Groups with records from any source but Quality Lab (runtime traffic)."""
+    return Exists(
+        FailureGroupFacet.objects.filter(
+            group=OuterRef(group), dimension="source", count__gt=0
+        ).exclude(value=TEST_SOURCE)
+    )
+
+
 def _triage_filter(filters: dict[str, str], *, via: str = "") -> Q:
     """The triage page's filters as a condition on groups or, with `via="group__"`, on
     rows that belong to a group (buckets, daily rollups, facets), joined once."""
@@ -234,9 +249,11 @@ def _triage_filter(filters: dict[str, str], *, via: str = "") -> Q:
     for name in ("collection", "tool", "lane", "stage", "reason"):
         if filters.get(name):
             condition &= Q(**{f"{via}{name}": filters[name]})
+    outer = "group_id" if via else "pk"
     for dimension in ("source", "execution_state"):
-        if filters.get(dimension):
-            outer = "group_id" if via else "pk"
+        if filters.get(dimension) == PRODUCTION_SOURCES and dimension == "source":
+            condition &= Q(_having_production_facet(group=outer))
+        elif filters.get(dimension):
             condition &= Q(_having_facet(dimension, filters[dimension], group=outer))
     if filters.get("q"):
         text = filters["q"]
@@ -413,11 +430,13 @@ def triage_overview(*, start: datetime, end: datetime, filters: dict[str, str]) 
     for stage, reason, index, count in spark.sums(on_page):
         if (stage, reason) in by_key:
             by_key[(stage, reason)].spark[min(spark.bins - 1, max(0, index))] += count
-    for group_id, value, count in FailureGroupFacet.objects.filter(
-        on_page, dimension="execution_state"
-    ).values_list("group_id", "value", "count"):
+    # Execution states and sources in one read: the page's query count stays the same.
+    for group_id, dimension, value, count in FailureGroupFacet.objects.filter(
+        on_page, dimension__in=("execution_state", "source"), count__gt=0
+    ).values_list("group_id", "dimension", "value", "count"):
         if group_id in group_key:
-            mix = by_key[group_key[group_id]].state_mix
+            line = by_key[group_key[group_id]]
+            mix = line.state_mix if dimension == "execution_state" else line.source_mix
             mix[value] = mix.get(value, 0) + count
 
     sections: dict[str, StageSection] = {}

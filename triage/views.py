@@ -38,6 +38,7 @@ def triage_page(request: HttpRequest) -> HttpResponse:
     shown = [(key, value) for key, value in form.query_items() if key in request.GET]
     query = urlencode(shown)
     query_without_reason = urlencode([(k, v) for k, v in shown if k not in ("stage", "reason")])
+    query_without_source = urlencode([(k, v) for k, v in shown if k != "source"])
     context = {
         "form": form,
         "window": window,
@@ -45,6 +46,7 @@ def triage_page(request: HttpRequest) -> HttpResponse:
         "overview": overview,
         "query": query,
         "query_without_reason": query_without_reason,
+        "query_without_source": query_without_source,
         "bulk_form": BulkActionForm(),
         "bulk_actions": BULK_ACTIONS,
         "can_act": request.user.has_perm(roles.ACT_ON_GROUP),

@@ -10,6 +10,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from tests.factories import failure_item
+from triage.ingest import DESK_CHANNEL, DESK_OWNER, batch_ingest
 from triage.models import BulkAction, FailureGroup, GroupEvent, GroupStatus
 from triage.services import group_act
 
@@ -196,8 +197,9 @@ def _many_groups(count: int) -> None:
         for h in range(3)
     )
     FailureGroupFacet.objects.bulk_create(
-        FailureGroupFacet(group=g, dimension="execution_state", value="completed", count=3)
+        FailureGroupFacet(group=g, dimension=dimension, value=value, count=3)
         for g in groups
+        for dimension, value in (("execution_state", "completed"), ("source", "runtime"))
     )
 
 
@@ -512,3 +514,82 @@ def test_an_adapter_reason_is_marked_as_the_desks_own(
     assert ">adapter</span>" in row and "unmapped" not in row
     group = FailureGroup.objects.get(reason="base_url_not_configured")
     assert group.reason_mapped
+
+
+# --- production first --------------------------------------------------------------------
+
+
+@pytest.fixture
+def mixed_sources(ingest_client: APIClient) -> APIClient:
+    ingest(ingest_client, [failure_item(occurred_at=recent(), tool="getCart") for _ in range(2)])
+    # Quality Lab's records come only through its own channel.
+    batch_ingest(
+        owner=DESK_OWNER,
+        channel=DESK_CHANNEL,
+        items=[
+            *(
+                failure_item(occurred_at=recent(), tool="getCart", source="quality_lab")
+                for _ in range(3)
+            ),
+            failure_item(
+                stage="synthesize",
+                reason="unsatisfied_field",
+                tool="labOnly",
+                occurred_at=recent(),
+                source="quality_lab",
+                evidence={"field_name": "orderNo"},
+            ),
+        ],
+    )
+    return ingest_client
+
+
+def test_default_view_shows_production_and_says_so(mixed_sources: Any, client_as: Any) -> None:
+    response = client_as("viewer").get("/")
+    body = response.content.decode()
+    assert response.status_code == 200
+    assert response.context["filters"]["source"] == "production"
+    assert "labOnly" not in body
+    assert "getCart" in body
+    assert "Showing production" in body
+    assert 'href="/?source=any"' in body
+    # The row with both sources names its mix, largest first.
+    assert "quality_lab 3 · runtime 2" in body
+
+
+def test_including_quality_lab_shows_test_only_groups(
+    mixed_sources: Any, client_as: Any
+) -> None:
+    response = client_as("viewer").get("/?source=any&window=1h")
+    body = response.content.decode()
+    assert "labOnly" in body
+    assert "Showing production" not in body
+    include = client_as("viewer").get("/?window=1h").content.decode()
+    assert 'href="/?window=1h&amp;source=any"' in include
+
+
+def test_one_source_row_shows_no_mix(mixed_sources: Any, client_as: Any) -> None:
+    body = client_as("viewer").get("/?source=quality_lab").content.decode()
+    assert "labOnly" in body
+    assert body.count('class="small muted source-mix"') == 1  # only the mixed getCart row
+
+
+def test_bulk_action_without_source_in_its_query_acts_on_production(
+    mixed_sources: Any, client_as: Any
+) -> None:
+    client = client_as("operator")
+    shown = client.get("/").context["overview"].group_ids
+    response = client.post(
+        "/triage/bulk",
+        {"action": "acknowledge", "confirm_count": len(shown), "query": ""},
+    )
+    assert response.status_code == 302
+    acknowledged = FailureGroup.objects.filter(status=GroupStatus.ACKNOWLEDGED)
+    assert sorted(acknowledged.values_list("pk", flat=True)) == sorted(shown)
+    assert not acknowledged.filter(tool="labOnly").exists()
+
+
+def test_hostile_source_is_a_form_error(client_as: Any) -> None:
+    response = client_as("viewer").get("/?source=staging")
+    assert response.status_code == 400
+    assert "source" in response.context["form"].errors

@@ -125,7 +125,7 @@ def reason_rows(section: Any, unit: str, narrowed: str, narrow_base: str) -> Saf
         html.append(
             format_html(
                 '<tr class="reason"><td></td><td class="nowrap">'
-                '<a class="code" href="{}">{}</a>{}</td><td class="num">{}</td><td>{}</td>'
+                '<a class="code" href="{}">{}</a>{}{}</td><td class="num">{}</td><td>{}</td>'
                 '<td class="small">{}</td><td class="small">{}</td><td>{}</td>'
                 '<td class="small nowrap">{}</td><td class="num">{}</td>'
                 '<td class="nowrap">{}</td></tr>\n'
@@ -133,6 +133,7 @@ def reason_rows(section: Any, unit: str, narrowed: str, narrow_base: str) -> Saf
                 reverse("triage:group", args=[row.top_group.pk]),
                 row.reason,
                 _UNMAPPED_PILL if row.info is None else _origin_pill(row.info),
+                _source_mix(row.source_mix),
                 thousands(row.count),
                 sparkline(row.spark, unit=unit),
                 _first_two(row.tools, '<span class="code">{}</span>'),
@@ -165,6 +166,19 @@ _ADAPTER_PILL = mark_safe(
 
 def _origin_pill(info: Any) -> SafeString:
     return _ADAPTER_PILL if info.origin == "adapter" else mark_safe("")
+
+
+def _source_mix(mix: dict[str, int]) -> SafeString:
+    """'runtime 8 · quality_lab 94' when a row's records come from more than one source."""
+    if len(mix) < 2:
+        return mark_safe("")
+    return format_html(
+        ' <span class="small muted source-mix" title="records by source, all time">{}</span>',
+        " · ".join(
+            f"{source} {thousands(count)}"
+            for source, count in sorted(mix.items(), key=lambda item: -item[1])
+        ),
+    )
 
 
 def _first_two(values: list[str], template: str = "{}") -> SafeString:
