@@ -43,7 +43,9 @@ class Window:
 class TriageFilterForm(forms.Form):
     """Every filter lives in the URL, so a filtered view is a link that can be shared."""
 
-    DEFAULTS = {"window": "24h", "status": ACTIVE, "source": PRODUCTION}
+    # Count first: in an incident the question is what fails most, and in stage order the
+    # largest row can sit at the bottom of a long page.
+    DEFAULTS = {"window": "24h", "status": ACTIVE, "source": PRODUCTION, "sort": "count"}
 
     window = forms.ChoiceField(
         choices=[*((key, key) for key in WINDOWS), ("custom", "custom")], required=False
@@ -75,9 +77,20 @@ class TriageFilterForm(forms.Form):
     stage = forms.CharField(required=False, max_length=64)
     reason = forms.CharField(required=False, max_length=100)
 
+    sort = forms.ChoiceField(
+        choices=[("count", "sort: count"), ("trend", "sort: trend"),
+                 ("last_seen", "sort: last seen"), ("first_seen", "sort: first seen"),
+                 ("stage", "sort: stage order")],
+        required=False,
+    )  # fmt: skip
+
     def __init__(self, *args: Any, now: datetime | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.now = now or timezone.now()
+
+    def sort_order(self) -> str:
+        """The chosen order of the rows; a missing or refused one is count."""
+        return str(self._valid_data().get("sort") or self.DEFAULTS["sort"])
 
     def clean_since(self) -> datetime | None:
         return window_moment(self.cleaned_data.get("since"), now=self.now)

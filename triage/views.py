@@ -33,7 +33,9 @@ def triage_page(request: HttpRequest) -> HttpResponse:
     form = TriageFilterForm(data, now=now)
     window = form.window_range(now=now)
     filters = form.filters()
-    overview = selectors.triage_overview(start=window.start, end=window.end, filters=filters)
+    overview = selectors.triage_overview(
+        start=window.start, end=window.end, filters=filters, sort=form.sort_order()
+    )
     # The shareable URL of this view: only the filters that are set (and valid).
     shown = [(key, value) for key, value in form.query_items() if key in request.GET]
     query = urlencode(shown)

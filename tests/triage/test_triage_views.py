@@ -58,7 +58,7 @@ def test_anonymous_visitors_are_sent_to_sign_in(db: Any) -> None:
 
 
 def test_triage_page_groups_by_stage_in_lifecycle_order(traffic: Any, client_as: Any) -> None:
-    response = client_as("viewer").get("/")
+    response = client_as("viewer").get("/?sort=stage")
     assert response.status_code == 200
     assert next(t.name for t in response.templates) == "triage/triage.html"
     html = response.content.decode()
@@ -557,9 +557,7 @@ def test_default_view_shows_production_and_says_so(mixed_sources: Any, client_as
     assert "quality_lab 3 · runtime 2" in body
 
 
-def test_including_quality_lab_shows_test_only_groups(
-    mixed_sources: Any, client_as: Any
-) -> None:
+def test_including_quality_lab_shows_test_only_groups(mixed_sources: Any, client_as: Any) -> None:
     response = client_as("viewer").get("/?source=any&window=1h")
     body = response.content.decode()
     assert "labOnly" in body
@@ -593,3 +591,89 @@ def test_hostile_source_is_a_form_error(client_as: Any) -> None:
     response = client_as("viewer").get("/?source=staging")
     assert response.status_code == 400
     assert "source" in response.context["form"].errors
+
+
+# --- sort and flags ---------------------------------------------------------------------
+
+
+def _reasons_in_order(body: str, reasons: list[str]) -> list[str]:
+    return sorted(reasons, key=lambda reason: body.index(f">{reason}</a>"))
+
+
+@pytest.fixture
+def rising(ingest_client: APIClient) -> APIClient:
+    """http_5xx: 4 now and 4 a day before; sse_dropped: 12 now, 2 a day before (spiking);
+    not_retrieved: 1 now, first seen now (new)."""
+    day_before = 60 * 24 + 60
+    ingest(
+        ingest_client,
+        [
+            *(failure_item(occurred_at=recent(2), tool="getOrder") for _ in range(4)),
+            *(failure_item(occurred_at=recent(day_before), tool="getOrder") for _ in range(4)),
+            *(
+                failure_item(stage="xgen_transport", reason="sse_dropped", occurred_at=recent(m))
+                for m in range(10, 22)
+            ),
+            *(
+                failure_item(
+                    stage="xgen_transport",
+                    reason="sse_dropped",
+                    occurred_at=recent(day_before + 5),
+                )
+                for _ in range(2)
+            ),
+            failure_item(stage="retrieve", reason="not_retrieved", occurred_at=recent(1)),
+        ],
+    )
+    return ingest_client
+
+
+def test_default_sort_is_count_in_one_list(rising: Any, client_as: Any) -> None:
+    response = client_as("viewer").get("/")
+    body = response.content.decode()
+    assert response.context["form"].sort_order() == "count"
+    assert _reasons_in_order(body, ["http_5xx", "sse_dropped", "not_retrieved"]) == [
+        "sse_dropped",
+        "http_5xx",
+        "not_retrieved",
+    ]
+    assert 'id="stage-sorted"' in body
+    assert 'class="muted small stage-label">xgen_transport<' in body
+
+
+@pytest.mark.parametrize(
+    ("sort", "expected"),
+    [
+        ("trend", ["sse_dropped", "not_retrieved", "http_5xx"]),
+        ("last_seen", ["not_retrieved", "http_5xx", "sse_dropped"]),
+        ("first_seen", ["not_retrieved", "http_5xx", "sse_dropped"]),
+        ("stage", ["not_retrieved", "http_5xx", "sse_dropped"]),
+    ],
+)
+def test_each_sort_orders_the_rows(
+    rising: Any, client_as: Any, sort: str, expected: list[str]
+) -> None:
+    response = client_as("viewer").get(f"/?sort={sort}")
+    assert response.status_code == 200
+    assert _reasons_in_order(response.content.decode(), expected) == expected
+    # The choice stays in the URL the page links to.
+    assert f"sort={sort}" in response.context["query"]
+
+
+def test_new_and_spiking_rows_are_marked(rising: Any, client_as: Any) -> None:
+    overview = client_as("viewer").get("/").context["overview"]
+    rows = {row.reason: row for section in overview.sections for row in section.rows}
+    assert rows["not_retrieved"].new and not rows["not_retrieved"].spiking
+    assert rows["sse_dropped"].spiking and not rows["sse_dropped"].new
+    assert (rows["sse_dropped"].count, rows["sse_dropped"].previous_count) == (12, 2)
+    assert not rows["http_5xx"].new and not rows["http_5xx"].spiking
+    body = client_as("viewer").get("/").content.decode()
+    assert body.count('class="pill flag-new"') == 1
+    assert body.count('class="pill flag-spiking"') == 1
+
+
+def test_refused_sort_is_a_form_error_and_falls_back_to_count(rising: Any, client_as: Any) -> None:
+    response = client_as("viewer").get("/?sort=-count%3Bdrop")
+    assert response.status_code == 400
+    assert "sort" in response.context["form"].errors
+    assert response.context["form"].sort_order() == "count"

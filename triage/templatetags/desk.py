@@ -101,7 +101,9 @@ def status_pill(status: str) -> SafeString:
 
 
 @register.simple_tag
-def reason_rows(section: Any, unit: str, narrowed: str, narrow_base: str) -> SafeString:
+def reason_rows(
+    section: Any, unit: str, narrowed: str, narrow_base: str, window_label: str = ""
+) -> SafeString:
     """The rows of one stage on the triage page, two <tr> per reason.
 
     Written in Python rather than template markup because a busy fleet shows every reason
@@ -125,15 +127,19 @@ def reason_rows(section: Any, unit: str, narrowed: str, narrow_base: str) -> Saf
         html.append(
             format_html(
                 '<tr class="reason"><td></td><td class="nowrap">'
-                '<a class="code" href="{}">{}</a>{}{}</td><td class="num">{}</td><td>{}</td>'
+                '{}<a class="code" href="{}">{}</a>{}{}{}</td>'
+                '<td class="num" title="{}">{}</td><td>{}</td>'
                 '<td class="small">{}</td><td class="small">{}</td><td>{}</td>'
                 '<td class="small nowrap">{}</td><td class="num">{}</td>'
                 '<td class="nowrap">{}</td></tr>\n'
                 '<tr class="advice"><td></td><td colspan="9">{}{}</td></tr>\n',
+                _stage_label(row.stage) if section.flat else "",
                 reverse("triage:group", args=[row.top_group.pk]),
                 row.reason,
                 _UNMAPPED_PILL if row.info is None else _origin_pill(row.info),
                 _source_mix(row.source_mix),
+                _flags(row, window_label),
+                f"{thousands(row.previous_count)} in the window before",
                 thousands(row.count),
                 sparkline(row.spark, unit=unit),
                 _first_two(row.tools, '<span class="code">{}</span>'),
@@ -166,6 +172,27 @@ _ADAPTER_PILL = mark_safe(
 
 def _origin_pill(info: Any) -> SafeString:
     return _ADAPTER_PILL if info.origin == "adapter" else mark_safe("")
+
+
+def _stage_label(stage: str) -> SafeString:
+    return format_html('<span class="muted small stage-label">{}</span> ', stage)
+
+
+def _flags(row: Any, window_label: str) -> SafeString:
+    """'new' for a row first seen in the window; 'spiking' for one far above the window
+    before it."""
+    if row.new:
+        return format_html(
+            ' <span class="pill flag-new" title="first seen in the {}">new</span>', window_label
+        )
+    if row.spiking:
+        return format_html(
+            ' <span class="pill flag-spiking" title="{} records, {} in the window before">'
+            "spiking</span>",
+            thousands(row.count),
+            thousands(row.previous_count),
+        )
+    return mark_safe("")
 
 
 def _source_mix(mix: dict[str, int]) -> SafeString:
