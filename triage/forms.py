@@ -5,10 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from urllib.parse import urlencode
 
 from django import forms
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.http import QueryDict
 from django.utils import timezone
 
 from triage import taxonomy
@@ -185,10 +187,28 @@ def window_moment(moment: datetime | None, *, now: datetime) -> datetime | None:
     return in_utc
 
 
+def triage_back_query(raw: str) -> str:
+    """A triage page query carried to the group page (for its "← Triage" link), refused
+    unless the triage page itself accepts every filter in it."""
+    if not raw:
+        return ""
+    back = TriageFilterForm(QueryDict(raw))
+    if set(back.data) - set(back.fields) or not back.is_valid():
+        raise forms.ValidationError(
+            "Not a triage view: follow the triage page's own links.", code="invalid_back"
+        )
+    return urlencode(back.query_items())
+
+
 class GroupRecordsForm(forms.Form):
-    """The group page's URL: which page of records (a keyset cursor from its own links)."""
+    """The group page's URL: which page of records (a keyset cursor from its own links),
+    and the triage view the person came from."""
 
     before = forms.CharField(required=False, max_length=80)
+    back = forms.CharField(required=False, max_length=1000)
+
+    def clean_back(self) -> str:
+        return triage_back_query(self.cleaned_data.get("back") or "")
 
     def clean_before(self) -> str:
         raw = self.cleaned_data.get("before") or ""
@@ -208,8 +228,16 @@ class GroupRecordsForm(forms.Form):
         return raw
 
 
+# Assigning to nobody, said so: the form's name for an assign action without an assignee.
+UNASSIGN = "unassign"
+
+
 class GroupActionForm(forms.Form):
-    action = forms.ChoiceField(choices=[c for c in GroupAction.choices if c[0] != "undo"])
+    action = forms.ChoiceField(
+        choices=[*(c for c in GroupAction.choices if c[0] != "undo"), (UNASSIGN, "unassign")]
+    )
+    # "Assign to me": the person acting is the assignee, whatever the assignee field says.
+    assign_to_me = forms.BooleanField(required=False)
     note = forms.CharField(
         required=False, widget=forms.Textarea(attrs={"rows": 2}), max_length=4000
     )
@@ -219,14 +247,21 @@ class GroupActionForm(forms.Form):
     )
     mute_count = forms.IntegerField(required=False, min_value=1, max_value=1_000_000)
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, user: Any = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.user = user
         users = get_user_model().objects.filter(is_active=True).order_by("username")
         self.fields["assignee"].queryset = users  # type: ignore[attr-defined]
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
+        if data.get("assign_to_me"):
+            data["action"], data["assignee"] = GroupAction.ASSIGN, self.user
         action = data.get("action")
+        # Nobody chosen is a mistake, not an instruction to unassign: that is its own
+        # action, which names whom it takes the groups from.
+        if action == GroupAction.ASSIGN and data.get("assignee") is None:
+            self.add_error("assignee", "Choose whom to assign.")
         if action == GroupAction.MUTE:
             until, count = data.get("muted_until"), data.get("mute_count")
             if (until is None) == (count is None):

@@ -72,7 +72,7 @@ PAGES: dict[str, tuple[Callable[[World], str], tuple[str, ...]]] = {
     "triage": (lambda w: "/", ("window", "since", "until", "collection", "source", "tool",
                                "lane", "status", "execution_state", "q", "stage", "reason",
                                "sort")),
-    "group": (lambda w: f"/triage/groups/{w.group}/", ("before",)),
+    "group": (lambda w: f"/triage/groups/{w.group}/", ("before", "back")),
     "receipts": (lambda w: "/receipts/", ("before",)),
     "ingestion": (lambda w: "/ingestion/", ("before", "batch")),
     "policies": (lambda w: "/policies/", ("q",)),

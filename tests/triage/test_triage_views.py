@@ -677,3 +677,106 @@ def test_refused_sort_is_a_form_error_and_falls_back_to_count(rising: Any, clien
     assert response.status_code == 400
     assert "sort" in response.context["form"].errors
     assert response.context["form"].sort_order() == "count"
+
+
+# --- actions that cannot surprise -------------------------------------------------------
+
+
+def test_bulk_assign_without_an_assignee_changes_nothing(
+    traffic: Any, client_as: Any, user_with_role: Any
+) -> None:
+    client = client_as("operator")
+    FailureGroup.objects.update(assignee=user_with_role("admin"))  # someone owns them already
+    shown = client.get("/").context["overview"].group_ids
+    response = client.post(
+        "/triage/bulk",
+        {"action": "assign", "assignee": "", "confirm_count": len(shown), "query": ""},
+        follow=True,
+    )
+    assert "Choose whom to assign." in response.content.decode()
+    assert FailureGroup.objects.filter(assignee__isnull=True).count() == 0
+    assert not BulkAction.objects.exists()
+
+
+def test_bulk_assign_to_me_assigns_the_person_acting(traffic: Any, client_as: Any) -> None:
+    client = client_as("operator")
+    shown = client.get("/").context["overview"].group_ids
+    page = client.get("/").content.decode()
+    assert f"Assign {len(shown)} to me" in page
+    client.post(
+        "/triage/bulk",
+        {"action": "resolve", "assign_to_me": "1", "confirm_count": len(shown), "query": ""},
+    )
+    assigned = FailureGroup.objects.filter(assignee__username="operator-user")
+    assert sorted(assigned.values_list("pk", flat=True)) == sorted(shown)
+    assert not FailureGroup.objects.filter(status=GroupStatus.RESOLVED).exists()
+    assert BulkAction.objects.get().action == "assign"
+
+
+def test_unassign_on_the_group_page_is_its_own_action_naming_whom(
+    traffic: Any, client_as: Any
+) -> None:
+    client = client_as("operator")
+    group = FailureGroup.objects.get(reason="unsatisfied_field")
+    client.post(f"/triage/groups/{group.pk}/act", {"action": "assign", "assign_to_me": "1"})
+    group.refresh_from_db()
+    assert group.assignee is not None and group.assignee.username == "operator-user"
+    page = client.get(f"/triage/groups/{group.pk}/").content.decode()
+    assert 'data-confirm="Unassign operator-user from this group?"' in page
+    client.post(f"/triage/groups/{group.pk}/act", {"action": "unassign"})
+    group.refresh_from_db()
+    assert group.assignee is None
+    refused = client.post(f"/triage/groups/{group.pk}/act", {"action": "assign"}, follow=True)
+    assert "Choose whom to assign." in refused.content.decode()
+
+
+def test_single_group_action_can_be_undone(traffic: Any, client_as: Any) -> None:
+    client = client_as("operator")
+    group = FailureGroup.objects.get(reason="unsatisfied_field")
+    client.post(f"/triage/groups/{group.pk}/act", {"action": "resolve"})
+    group.refresh_from_db()
+    assert group.status == GroupStatus.RESOLVED
+    action = BulkAction.objects.get()
+    assert action.group_count == 1
+    page = client.get(f"/triage/groups/{group.pk}/").content.decode()
+    assert f"/triage/groups/{group.pk}/undo/{action.pk}" in page
+    # Another person cannot undo it.
+    other = client_as("admin").post(f"/triage/groups/{group.pk}/undo/{action.pk}")
+    assert other.status_code == 404
+    response = client.post(f"/triage/groups/{group.pk}/undo/{action.pk}")
+    assert response.status_code == 302
+    group.refresh_from_db()
+    assert group.status == GroupStatus.OPEN
+    assert GroupEvent.objects.filter(group=group, action="undo").count() == 1
+    page = client.get(f"/triage/groups/{group.pk}/").content.decode()
+    assert "/undo/" not in page
+
+
+def test_back_to_triage_keeps_the_filters(traffic: Any, client_as: Any) -> None:
+    client = client_as("operator")
+    triage = client.get("/?collection=orders&sort=stage").content.decode()
+    group = FailureGroup.objects.get(reason="unsatisfied_field")
+    link = f"/triage/groups/{group.pk}/?back=collection%3Dorders%26sort%3Dstage"
+    assert f'href="{link}"' in triage
+    page = client.get(link)
+    assert page.status_code == 200
+    assert 'href="/?collection=orders&amp;sort=stage" id="back-to-triage"' in page.content.decode()
+    # Acting keeps it too.
+    response = client.post(
+        f"/triage/groups/{group.pk}/act",
+        {"action": "acknowledge", "back": "collection=orders&sort=stage"},
+    )
+    assert response["Location"] == link
+
+
+@pytest.mark.parametrize(
+    "back", ["window%3D2h", "sort%3Devil", "nope%3D1", "https%3A%2F%2Fevil.example"]
+)
+def test_a_back_query_the_triage_page_refuses_is_a_form_error(
+    traffic: Any, client_as: Any, back: str
+) -> None:
+    group = FailureGroup.objects.get(reason="unsatisfied_field")
+    response = client_as("viewer").get(f"/triage/groups/{group.pk}/?back={back}")
+    assert response.status_code == 400
+    assert "back" in response.context["query_form"].errors
+    assert 'href="/" id="back-to-triage"' in response.content.decode()

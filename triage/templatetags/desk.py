@@ -102,7 +102,12 @@ def status_pill(status: str) -> SafeString:
 
 @register.simple_tag
 def reason_rows(
-    section: Any, unit: str, narrowed: str, narrow_base: str, window_label: str = ""
+    section: Any,
+    unit: str,
+    narrowed: str,
+    narrow_base: str,
+    window_label: str = "",
+    back_suffix: str = "",
 ) -> SafeString:
     """The rows of one stage on the triage page, two <tr> per reason.
 
@@ -114,7 +119,7 @@ def reason_rows(
     html = []
     for row in section.rows:
         if narrowed:
-            groups = _group_list(row)
+            groups = _group_list(row, back_suffix)
         elif len(row.groups) > 1:
             link = f"{narrow_base}{joiner}stage={quote(row.stage)}&reason={quote(row.reason)}"
             groups = format_html(
@@ -134,7 +139,7 @@ def reason_rows(
                 '<td class="nowrap">{}</td></tr>\n'
                 '<tr class="advice"><td></td><td colspan="9">{}{}</td></tr>\n',
                 _stage_label(row.stage) if section.flat else "",
-                reverse("triage:group", args=[row.top_group.pk]),
+                reverse("triage:group", args=[row.top_group.pk]) + back_suffix,
                 row.reason,
                 _UNMAPPED_PILL if row.info is None else _origin_pill(row.info),
                 _source_mix(row.source_mix),
@@ -241,12 +246,12 @@ def _advice(info: Any) -> SafeString:
     )
 
 
-def _group_list(row: Any) -> SafeString:
+def _group_list(row: Any, back_suffix: str = "") -> SafeString:
     """Every group of the reason, when the page is narrowed to it."""
     items = (
         format_html(
             '<li><a href="{}"><span class="code">{}</span> in {}</a> · {} · {}{}</li>',
-            reverse("triage:group", args=[item.group.pk]),
+            reverse("triage:group", args=[item.group.pk]) + back_suffix,
             item.group.tool or "(no tool)",
             item.group.collection or "(no collection)",
             thousands(item.window_count),
