@@ -177,9 +177,8 @@ def group_act_view(request: HttpRequest, group_id: int) -> HttpResponse:
 def group_undo_view(request: HttpRequest, group_id: int, action_id: int) -> HttpResponse:
     """Undo one action on one group (kept like a bulk action of one group)."""
     group = get_object_or_404(FailureGroup, pk=group_id)
-    action = get_object_or_404(
-        BulkAction, pk=action_id, actor_id=request.user.pk, previous__has_key=str(group.pk)
-    )
+    # Like a bulk undo, any operator may undo it (the button shows to the person who acted).
+    action = get_object_or_404(BulkAction, pk=action_id, previous__has_key=str(group.pk))
     try:
         restored = bulk_action_undo(bulk=action, actor=request.user)
     except GroupActionError as exc:
