@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from functools import cached_property
 from typing import Any, NamedTuple, TypedDict
 
@@ -413,6 +413,26 @@ class _Spark:
             yield stage, reason, hours * self.bins // self.hours, total
 
 
+_FIRST_SEEN = GroupSummary._fields.index("first_seen")
+
+
+def _moment(value: datetime | str) -> datetime:
+    """A timestamp column as the cursor returned it: PostgreSQL gives an aware datetime,
+    SQLite (the development database) naive UTC, as a datetime or as text."""
+    moment = value if isinstance(value, datetime) else datetime.fromisoformat(value)
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _summary(values: tuple[Any, ...]) -> GroupSummary:
+    summary = GroupSummary._make(values)
+    first_seen = values[_FIRST_SEEN]
+    if isinstance(first_seen, datetime) and first_seen.tzinfo is not None:
+        return summary
+    return summary._replace(
+        first_seen=_moment(summary.first_seen), last_seen=_moment(summary.last_seen)
+    )
+
+
 # The triage page's orders. Stage order reads the lifecycle; the others one list, largest,
 # fastest rising or newest first.
 SORTS = ("count", "trend", "last_seen", "first_seen", "stage")
@@ -461,7 +481,7 @@ def triage_overview(
     )
     groups = sorted(
         (
-            GroupRow(GroupSummary._make(values), counts[values[0]], previous.get(values[0], 0))
+            GroupRow(_summary(values), counts[values[0]], previous.get(values[0], 0))
             for values in _plain_rows(rows)
             if values[0] in counts
         ),

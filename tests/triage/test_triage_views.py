@@ -784,3 +784,16 @@ def test_a_back_query_the_triage_page_refuses_is_a_form_error(
     assert response.status_code == 400
     assert "back" in response.context["query_form"].errors
     assert 'href="/" id="back-to-triage"' in response.content.decode()
+
+
+@pytest.mark.parametrize(
+    "raw", ["2026-12-01 10:00:00", "2026-12-01T10:00:00+00:00", "2026-12-01 19:00:00+09:00"]
+)
+def test_row_timestamps_from_any_database_cursor_are_aware(raw: str) -> None:
+    from datetime import UTC, datetime
+
+    from triage.selectors import _moment
+
+    expected = datetime(2026, 12, 1, 10, tzinfo=UTC)
+    assert _moment(raw) == expected
+    assert _moment(datetime.fromisoformat(raw)) == expected
