@@ -5,10 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from urllib.parse import urlencode
 
 from django import forms
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.http import QueryDict
 from django.utils import timezone
 
 from triage import taxonomy
@@ -22,6 +24,10 @@ WINDOWS = {"1h": timedelta(hours=1), "24h": timedelta(hours=24), "7d": timedelta
 MAX_ID = 2**63 - 1
 # The default view hides what nobody needs to look at: resolved and muted groups.
 ACTIVE = "active"
+# The default view shows production: every source but Quality Lab's test runs, which can
+# outnumber runtime failures ten to one right after a run.
+PRODUCTION = "production"
+ANY_SOURCE = "any"
 ACTIVE_STATUSES = (GroupStatus.OPEN, GroupStatus.ACKNOWLEDGED, GroupStatus.REGRESSED)
 
 
@@ -39,7 +45,9 @@ class Window:
 class TriageFilterForm(forms.Form):
     """Every filter lives in the URL, so a filtered view is a link that can be shared."""
 
-    DEFAULTS = {"window": "24h", "status": ACTIVE}
+    # Count first: in an incident the question is what fails most, and in stage order the
+    # largest row can sit at the bottom of a long page.
+    DEFAULTS = {"window": "24h", "status": ACTIVE, "source": PRODUCTION, "sort": "count"}
 
     window = forms.ChoiceField(
         choices=[*((key, key) for key in WINDOWS), ("custom", "custom")], required=False
@@ -51,7 +59,11 @@ class TriageFilterForm(forms.Form):
         required=False, widget=forms.DateTimeInput(attrs={"type": "datetime-local"})
     )
     collection = forms.CharField(required=False, max_length=COLLECTION_NAME_MAX_LENGTH)
-    source = forms.ChoiceField(choices=_choices(taxonomy.SOURCES, "any source"), required=False)
+    source = forms.ChoiceField(
+        choices=[(PRODUCTION, "production (not Quality Lab)"), (ANY_SOURCE, "any source"),
+                 *((value, value) for value in taxonomy.SOURCES)],
+        required=False,
+    )  # fmt: skip
     tool = forms.CharField(required=False, max_length=200)
     lane = forms.ChoiceField(choices=_choices(taxonomy.LANES, "any lane"), required=False)
     status = forms.ChoiceField(
@@ -67,9 +79,20 @@ class TriageFilterForm(forms.Form):
     stage = forms.CharField(required=False, max_length=64)
     reason = forms.CharField(required=False, max_length=100)
 
+    sort = forms.ChoiceField(
+        choices=[("count", "sort: count"), ("trend", "sort: trend"),
+                 ("last_seen", "sort: last seen"), ("first_seen", "sort: first seen"),
+                 ("stage", "sort: stage order")],
+        required=False,
+    )  # fmt: skip
+
     def __init__(self, *args: Any, now: datetime | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.now = now or timezone.now()
+
+    def sort_order(self) -> str:
+        """The chosen order of the rows; a missing or refused one is count."""
+        return str(self._valid_data().get("sort") or self.DEFAULTS["sort"])
 
     def clean_since(self) -> datetime | None:
         return window_moment(self.cleaned_data.get("since"), now=self.now)
@@ -114,9 +137,15 @@ class TriageFilterForm(forms.Form):
 
     def filters(self) -> dict[str, str]:
         data = self._valid_data()
-        keys = ("collection", "source", "tool", "lane", "execution_state", "q", "stage", "reason")
+        keys = ("collection", "tool", "lane", "execution_state", "q", "stage", "reason")
         chosen = {key: data[key].strip() for key in keys if data.get(key)}
         chosen["status"] = data.get("status") or ACTIVE
+        # A URL without a source is production, also for a bulk action's saved query; an
+        # empty or refused value is any source (links from before the default existed).
+        if "source" not in self.data:
+            chosen["source"] = PRODUCTION
+        elif data.get("source") and data["source"] != ANY_SOURCE:
+            chosen["source"] = data["source"]
         return chosen
 
     def query_items(self) -> list[tuple[str, str]]:
@@ -158,10 +187,28 @@ def window_moment(moment: datetime | None, *, now: datetime) -> datetime | None:
     return in_utc
 
 
+def triage_back_query(raw: str) -> str:
+    """A triage page query carried to the group page (for its "← Triage" link), refused
+    unless the triage page itself accepts every filter in it."""
+    if not raw:
+        return ""
+    back = TriageFilterForm(QueryDict(raw))
+    if set(back.data) - set(back.fields) or not back.is_valid():
+        raise forms.ValidationError(
+            "Not a triage view: follow the triage page's own links.", code="invalid_back"
+        )
+    return urlencode(back.query_items())
+
+
 class GroupRecordsForm(forms.Form):
-    """The group page's URL: which page of records (a keyset cursor from its own links)."""
+    """The group page's URL: which page of records (a keyset cursor from its own links),
+    and the triage view the person came from."""
 
     before = forms.CharField(required=False, max_length=80)
+    back = forms.CharField(required=False, max_length=1000)
+
+    def clean_back(self) -> str:
+        return triage_back_query(self.cleaned_data.get("back") or "")
 
     def clean_before(self) -> str:
         raw = self.cleaned_data.get("before") or ""
@@ -181,8 +228,16 @@ class GroupRecordsForm(forms.Form):
         return raw
 
 
+# Assigning to nobody, said so: the form's name for an assign action without an assignee.
+UNASSIGN = "unassign"
+
+
 class GroupActionForm(forms.Form):
-    action = forms.ChoiceField(choices=[c for c in GroupAction.choices if c[0] != "undo"])
+    action = forms.ChoiceField(
+        choices=[*(c for c in GroupAction.choices if c[0] != "undo"), (UNASSIGN, "unassign")]
+    )
+    # "Assign to me": the person acting is the assignee, whatever the assignee field says.
+    assign_to_me = forms.BooleanField(required=False)
     note = forms.CharField(
         required=False, widget=forms.Textarea(attrs={"rows": 2}), max_length=4000
     )
@@ -192,14 +247,21 @@ class GroupActionForm(forms.Form):
     )
     mute_count = forms.IntegerField(required=False, min_value=1, max_value=1_000_000)
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, user: Any = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.user = user
         users = get_user_model().objects.filter(is_active=True).order_by("username")
         self.fields["assignee"].queryset = users  # type: ignore[attr-defined]
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
+        if data.get("assign_to_me"):
+            data["action"], data["assignee"] = GroupAction.ASSIGN, self.user
         action = data.get("action")
+        # Nobody chosen is a mistake, not an instruction to unassign: that is its own
+        # action, which names whom it takes the groups from.
+        if action == GroupAction.ASSIGN and data.get("assignee") is None:
+            self.add_error("assignee", "Choose whom to assign.")
         if action == GroupAction.MUTE:
             until, count = data.get("muted_until"), data.get("mute_count")
             if (until is None) == (count is None):

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from functools import cached_property
 from typing import Any, NamedTuple, TypedDict
 
@@ -111,6 +111,8 @@ class GroupSummary(NamedTuple):
     tool: str
     lane: str
     status: str
+    first_seen: datetime
+    last_seen: datetime
     records: int
     retryable_records: int
     assignee: str | None
@@ -120,6 +122,7 @@ class GroupSummary(NamedTuple):
 class GroupRow:
     group: GroupSummary
     window_count: int
+    previous_count: int = 0
 
 
 @dataclass
@@ -132,10 +135,32 @@ class ReasonRow:
     groups: list[GroupRow] = field(default_factory=list)
     spark: list[int] = field(default_factory=list)
     state_mix: dict[str, int] = field(default_factory=dict)
+    source_mix: dict[str, int] = field(default_factory=dict)
+    # Set by triage_overview, which knows the window.
+    new: bool = False
+    spiking: bool = False
 
     @cached_property
     def count(self) -> int:
         return sum(row.window_count for row in self.groups)
+
+    @cached_property
+    def previous_count(self) -> int:
+        """Records in the window of the same length just before this one."""
+        return sum(row.previous_count for row in self.groups)
+
+    @cached_property
+    def first_seen(self) -> datetime:
+        return min(row.group.first_seen for row in self.groups)
+
+    @cached_property
+    def last_seen(self) -> datetime:
+        return max(row.group.last_seen for row in self.groups)
+
+    @cached_property
+    def trend(self) -> float:
+        """How much the count grew against the previous window (1.0: the same)."""
+        return (self.count + 1) / (self.previous_count + 1)
 
     @cached_property
     def tools(self) -> list[str]:
@@ -180,6 +205,8 @@ class StageSection:
     title: str
     known: bool
     rows: list[ReasonRow]
+    # One list across stages (any sort but stage order): each row names its stage.
+    flat: bool = False
 
     @property
     def count(self) -> int:
@@ -222,6 +249,20 @@ def _having_facet(dimension: str, value: str, *, group: str = "pk") -> Exists:
     )
 
 
+# The triage page's default source: every source but Quality Lab's test runs.
+PRODUCTION_SOURCES = "production"
+TEST_SOURCE = "quality_lab"
+
+
+def _having_production_facet(*, group: str = "pk") -> Exists:
+    """Groups with records from any source but Quality Lab (runtime traffic)."""
+    return Exists(
+        FailureGroupFacet.objects.filter(
+            group=OuterRef(group), dimension="source", count__gt=0
+        ).exclude(value=TEST_SOURCE)
+    )
+
+
 def _triage_filter(filters: dict[str, str], *, via: str = "") -> Q:
     """The triage page's filters as a condition on groups or, with `via="group__"`, on
     rows that belong to a group (buckets, daily rollups, facets), joined once."""
@@ -234,9 +275,11 @@ def _triage_filter(filters: dict[str, str], *, via: str = "") -> Q:
     for name in ("collection", "tool", "lane", "stage", "reason"):
         if filters.get(name):
             condition &= Q(**{f"{via}{name}": filters[name]})
+    outer = "group_id" if via else "pk"
     for dimension in ("source", "execution_state"):
-        if filters.get(dimension):
-            outer = "group_id" if via else "pk"
+        if filters.get(dimension) == PRODUCTION_SOURCES and dimension == "source":
+            condition &= Q(_having_production_facet(group=outer))
+        elif filters.get(dimension):
             condition &= Q(_having_facet(dimension, filters[dimension], group=outer))
     if filters.get("q"):
         text = filters["q"]
@@ -370,7 +413,56 @@ class _Spark:
             yield stage, reason, hours * self.bins // self.hours, total
 
 
-def triage_overview(*, start: datetime, end: datetime, filters: dict[str, str]) -> TriageOverview:
+_FIRST_SEEN = GroupSummary._fields.index("first_seen")
+
+
+def _moment(value: datetime | str) -> datetime:
+    """A timestamp column as the cursor returned it: PostgreSQL gives an aware datetime,
+    SQLite (the development database) naive UTC, as a datetime or as text."""
+    moment = value if isinstance(value, datetime) else datetime.fromisoformat(value)
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _summary(values: tuple[Any, ...]) -> GroupSummary:
+    summary = GroupSummary._make(values)
+    first_seen = values[_FIRST_SEEN]
+    if isinstance(first_seen, datetime) and first_seen.tzinfo is not None:
+        return summary
+    return summary._replace(
+        first_seen=_moment(summary.first_seen), last_seen=_moment(summary.last_seen)
+    )
+
+
+# The triage page's orders. Stage order reads the lifecycle; the others one list, largest,
+# fastest rising or newest first.
+SORTS = ("count", "trend", "last_seen", "first_seen", "stage")
+SORT_TITLES = {
+    "count": "by count in the window",
+    "trend": "by trend against the previous window",
+    "last_seen": "by last seen",
+    "first_seen": "by first seen",
+}
+# A row is spiking with at least this many times the previous window's records, and at
+# least SPIKE_MIN_RECORDS of them (two records after one is not an incident).
+SPIKE_FACTOR = 2
+SPIKE_MIN_RECORDS = 10
+
+
+def _sort_key(sort: str) -> Callable[[ReasonRow], Any]:
+    if sort == "trend":
+        return lambda row: (-row.trend, -row.count)
+    if sort == "last_seen":
+        return lambda row: (-row.last_seen.timestamp(), -row.count)
+    if sort == "first_seen":
+        return lambda row: (-row.first_seen.timestamp(), -row.count)
+    if sort == "count":
+        return lambda row: -row.count
+    return lambda row: (taxonomy.stage_index(row.stage), -row.count)
+
+
+def triage_overview(
+    *, start: datetime, end: datetime, filters: dict[str, str], sort: str = "stage"
+) -> TriageOverview:
     """Everything the triage page shows, in a fixed number of queries.
 
     Counts come from the hourly buckets and daily rollups kept by ingest, never from the
@@ -380,6 +472,7 @@ def triage_overview(*, start: datetime, end: datetime, filters: dict[str, str]) 
     the group, never as a list of thousands of ids.
     """
     counts = window_counts(start=start, end=end, filters=filters)
+    previous = window_counts(start=start - (end - start), end=start, filters=filters)
     # Newest first in SQL; the stable sort by count below keeps that order among equals.
     rows = (
         FailureGroup.objects.filter(_triage_filter(filters))
@@ -388,7 +481,7 @@ def triage_overview(*, start: datetime, end: datetime, filters: dict[str, str]) 
     )
     groups = sorted(
         (
-            GroupRow(GroupSummary._make(values), counts[values[0]])
+            GroupRow(_summary(values), counts[values[0]], previous.get(values[0], 0))
             for values in _plain_rows(rows)
             if values[0] in counts
         ),
@@ -413,23 +506,40 @@ def triage_overview(*, start: datetime, end: datetime, filters: dict[str, str]) 
     for stage, reason, index, count in spark.sums(on_page):
         if (stage, reason) in by_key:
             by_key[(stage, reason)].spark[min(spark.bins - 1, max(0, index))] += count
-    for group_id, value, count in FailureGroupFacet.objects.filter(
-        on_page, dimension="execution_state"
-    ).values_list("group_id", "value", "count"):
+    # Execution states and sources in one read: the page's query count stays the same.
+    for group_id, dimension, value, count in FailureGroupFacet.objects.filter(
+        on_page, dimension__in=("execution_state", "source"), count__gt=0
+    ).values_list("group_id", "dimension", "value", "count"):
         if group_id in group_key:
-            mix = by_key[group_key[group_id]].state_mix
+            line = by_key[group_key[group_id]]
+            mix = line.state_mix if dimension == "execution_state" else line.source_mix
             mix[value] = mix.get(value, 0) + count
 
+    for line in by_key.values():
+        line.new = line.first_seen >= start
+        line.spiking = (
+            line.count >= SPIKE_MIN_RECORDS and line.count >= SPIKE_FACTOR * line.previous_count
+        ) and not line.new
+    lines = sorted(by_key.values(), key=_sort_key(sort))
+    if sort != "stage":
+        flat = StageSection("sorted", SORT_TITLES.get(sort, sort), True, lines, flat=True)
+        return _overview([flat] if lines else [], groups, counts, spark)
     sections: dict[str, StageSection] = {}
-    for line in sorted(by_key.values(), key=lambda r: (taxonomy.stage_index(r.stage), -r.count)):
+    for line in lines:
         if line.stage not in sections:
             info = taxonomy.STAGE_INFO.get(line.stage)
             sections[line.stage] = StageSection(
                 line.stage, info.title if info else line.stage, info is not None, []
             )
         sections[line.stage].rows.append(line)
+    return _overview(list(sections.values()), groups, counts, spark)
+
+
+def _overview(
+    sections: list[StageSection], groups: list[GroupRow], counts: dict[int, int], spark: _Spark
+) -> TriageOverview:
     return TriageOverview(
-        sections=list(sections.values()),
+        sections=sections,
         group_ids=[row.group.pk for row in groups],
         total=sum(counts.values()),
         open_groups=sum(1 for row in groups if row.group.status in ("open", "regressed")),

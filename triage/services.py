@@ -165,16 +165,7 @@ def groups_bulk_act(
         raise GroupActionError("No group matches this filter.")
     with transaction.atomic():
         ids = [group.pk for group in targets]
-        previous = {
-            str(row["id"]): {
-                field: value.isoformat() if isinstance(value, datetime) else value
-                for field, value in row.items()
-                if field != "id"
-            }
-            for row in FailureGroup.objects.select_for_update()
-            .filter(pk__in=ids)
-            .values("id", *_UNDO_FIELDS)
-        }
+        previous = _undo_snapshot(ids)
         bulk = BulkAction.objects.create(
             actor=actor, action=action, query=query[:1000], group_count=len(ids), previous=previous
         )
@@ -191,6 +182,56 @@ def groups_bulk_act(
                 mute_count=mute_count,
                 bulk_action=bulk,
             )
+    return bulk
+
+
+def _undo_snapshot(ids: list[int]) -> dict[str, dict[str, Any]]:
+    """The fields an undo puts back, per group id, locking the groups."""
+    return {
+        str(row["id"]): {
+            field: value.isoformat() if isinstance(value, datetime) else value
+            for field, value in row.items()
+            if field != "id"
+        }
+        for row in FailureGroup.objects.select_for_update()
+        .filter(pk__in=ids)
+        .values("id", *_UNDO_FIELDS)
+    }
+
+
+def group_act_undoable(
+    *,
+    group: FailureGroup,
+    actor: Any,
+    action: str,
+    query: str = "",
+    note: str = "",
+    assignee: Any = None,
+    muted_until: datetime | None = None,
+    mute_count: int | None = None,
+) -> BulkAction:
+    """Apply one action to one group like group_act, remembering its state so that
+    bulk_action_undo can put it back (an action on one group of one)."""
+    if action == GroupAction.NOTE:
+        raise GroupActionError("A note changes nothing to undo: add it with group_act.")
+    with transaction.atomic():
+        bulk = BulkAction.objects.create(
+            actor=actor,
+            action=action,
+            query=query[:1000],
+            group_count=1,
+            previous=_undo_snapshot([group.pk]),
+        )
+        group_act(
+            group=group,
+            actor=actor,
+            action=action,
+            note=note,
+            assignee=assignee,
+            muted_until=muted_until,
+            mute_count=mute_count,
+            bulk_action=bulk,
+        )
     return bulk
 
 

@@ -21,6 +21,11 @@ urlpatterns = [
     path("", views.triage_page, name="home"),
     path("triage/groups/<int:group_id>/", views.group_page, name="group"),
     path("triage/groups/<int:group_id>/act", views.group_act_view, name="group-act"),
+    path(
+        "triage/groups/<int:group_id>/undo/<int:action_id>",
+        views.group_undo_view,
+        name="group-undo",
+    ),
     path("triage/bulk", views.bulk_act_view, name="bulk"),
     path("triage/bulk/<int:bulk_id>/undo", views.bulk_undo_view, name="bulk-undo"),
     *views_receipts.urlpatterns,

@@ -14,10 +14,22 @@ from django.views.decorators.http import require_POST, require_safe
 from django_htmx.http import push_url
 
 from triage import roles, selectors, taxonomy
-from triage.forms import BulkActionForm, GroupActionForm, GroupRecordsForm, TriageFilterForm
+from triage.forms import (
+    UNASSIGN,
+    BulkActionForm,
+    GroupActionForm,
+    GroupRecordsForm,
+    TriageFilterForm,
+)
 from triage.http import is_partial
-from triage.models import BulkAction, FailureGroup
-from triage.services import GroupActionError, bulk_action_undo, group_act, groups_bulk_act
+from triage.models import BulkAction, FailureGroup, GroupAction
+from triage.services import (
+    GroupActionError,
+    bulk_action_undo,
+    group_act,
+    group_act_undoable,
+    groups_bulk_act,
+)
 
 BULK_ACTIONS = ("acknowledge", "resolve", "mute", "reopen", "assign")
 
@@ -33,11 +45,14 @@ def triage_page(request: HttpRequest) -> HttpResponse:
     form = TriageFilterForm(data, now=now)
     window = form.window_range(now=now)
     filters = form.filters()
-    overview = selectors.triage_overview(start=window.start, end=window.end, filters=filters)
+    overview = selectors.triage_overview(
+        start=window.start, end=window.end, filters=filters, sort=form.sort_order()
+    )
     # The shareable URL of this view: only the filters that are set (and valid).
     shown = [(key, value) for key, value in form.query_items() if key in request.GET]
     query = urlencode(shown)
     query_without_reason = urlencode([(k, v) for k, v in shown if k not in ("stage", "reason")])
+    query_without_source = urlencode([(k, v) for k, v in shown if k != "source"])
     context = {
         "form": form,
         "window": window,
@@ -45,6 +60,8 @@ def triage_page(request: HttpRequest) -> HttpResponse:
         "overview": overview,
         "query": query,
         "query_without_reason": query_without_reason,
+        "query_without_source": query_without_source,
+        "back_suffix": f"?{urlencode({'back': query})}" if query else "",
         "bulk_form": BulkActionForm(),
         "bulk_actions": BULK_ACTIONS,
         "can_act": request.user.has_perm(roles.ACT_ON_GROUP),
@@ -73,7 +90,9 @@ def _last_bulk(request: HttpRequest) -> BulkAction | None:
 def group_page(request: HttpRequest, group_id: int) -> HttpResponse:
     group = get_object_or_404(FailureGroup.objects.select_related("assignee"), pk=group_id)
     form = GroupRecordsForm(request.GET)
-    before = form.cleaned_data.get("before") if form.is_valid() else None
+    form.is_valid()
+    before = form.cleaned_data.get("before")
+    back = form.cleaned_data.get("back") or ""
     page = selectors.group_records(group=group, before=before or None)
     keys = sorted({r.idempotency_key for r in page.records if r.idempotency_key})
     timeline, timeline_start = selectors.group_timeline(group=group)
@@ -91,9 +110,30 @@ def group_page(request: HttpRequest, group_id: int) -> HttpResponse:
         "action_form": GroupActionForm(),
         "can_act": request.user.has_perm(roles.ACT_ON_GROUP),
         "query_form": form,
+        "back": back,
+        "back_url": f"{reverse('triage:home')}?{back}" if back else reverse("triage:home"),
+        "last_undoable": _last_group_action(request, group),
     }
     template = "triage/group.html#records" if is_partial(request) else "triage/group.html"
     return render(request, template, context, status=400 if form.errors else 200)
+
+
+def _last_group_action(request: HttpRequest, group: FailureGroup) -> BulkAction | None:
+    """This person's last action on this group, while it can still be undone."""
+    action_id = request.session.get("last_group_action_id")
+    if not action_id:
+        return None
+    return BulkAction.objects.filter(
+        pk=action_id,
+        undone_at__isnull=True,
+        actor_id=request.user.pk,
+        previous__has_key=str(group.pk),
+    ).first()
+
+
+def _group_url(group: FailureGroup, back: str) -> str:
+    url = reverse("triage:group", args=[group.pk])
+    return f"{url}?{urlencode({'back': back})}" if back else url
 
 
 @require_POST
@@ -101,26 +141,55 @@ def group_page(request: HttpRequest, group_id: int) -> HttpResponse:
 @permission_required(roles.ACT_ON_GROUP, raise_exception=True)
 def group_act_view(request: HttpRequest, group_id: int) -> HttpResponse:
     group = get_object_or_404(FailureGroup, pk=group_id)
-    form = GroupActionForm(request.POST)
+    form = GroupActionForm(request.POST, user=request.user)
+    back_form = GroupRecordsForm({"back": request.POST.get("back", "")})
+    back = back_form.cleaned_data["back"] if back_form.is_valid() else ""
     if form.is_valid():
         data = form.cleaned_data
+        action = GroupAction.ASSIGN if data["action"] == UNASSIGN else data["action"]
+        options = {
+            "group": group,
+            "actor": request.user,
+            "action": action,
+            "note": data["note"] or "",
+            "assignee": None if data["action"] == UNASSIGN else data["assignee"],
+            "muted_until": data["muted_until"],
+            "mute_count": data["mute_count"],
+        }
         try:
-            group_act(
-                group=group,
-                actor=request.user,
-                action=data["action"],
-                note=data["note"] or "",
-                assignee=data["assignee"],
-                muted_until=data["muted_until"],
-                mute_count=data["mute_count"],
-            )
+            if action == GroupAction.NOTE:
+                group_act(**options)
+            else:
+                undoable = group_act_undoable(**options, query=back)
+                request.session["last_group_action_id"] = undoable.pk
         except GroupActionError as exc:
             messages.error(request, str(exc))
         else:
             messages.success(request, f"{data['action'].capitalize()}: done.")
     else:
         messages.error(request, _form_errors(form))
-    return HttpResponseRedirect(reverse("triage:group", args=[group.pk]))
+    return HttpResponseRedirect(_group_url(group, back))
+
+
+@require_POST
+@login_required
+@permission_required(roles.ACT_ON_GROUP, raise_exception=True)
+def group_undo_view(request: HttpRequest, group_id: int, action_id: int) -> HttpResponse:
+    """Undo one action on one group (kept like a bulk action of one group)."""
+    group = get_object_or_404(FailureGroup, pk=group_id)
+    # Like a bulk undo, any operator may undo it (the button shows to the person who acted).
+    action = get_object_or_404(BulkAction, pk=action_id, previous__has_key=str(group.pk))
+    try:
+        restored = bulk_action_undo(bulk=action, actor=request.user)
+    except GroupActionError as exc:
+        messages.error(request, str(exc))
+    else:
+        if restored:
+            messages.success(request, f"Undid {action.action}.")
+        else:
+            messages.error(request, f"Not undone: the group changed after the {action.action}.")
+    request.session.pop("last_group_action_id", None)
+    return HttpResponseRedirect(_group_url(group, action.query))
 
 
 @require_POST
@@ -128,7 +197,7 @@ def group_act_view(request: HttpRequest, group_id: int) -> HttpResponse:
 @permission_required(roles.ACT_ON_GROUP, raise_exception=True)
 def bulk_act_view(request: HttpRequest) -> HttpResponse:
     """Acts on exactly the groups the posted filter shows, if the count still matches."""
-    form = BulkActionForm(request.POST)
+    form = BulkActionForm(request.POST, user=request.user)
     query = request.POST.get("query", "")
     back = f"{reverse('triage:home')}?{query}" if query else reverse("triage:home")
     if not form.is_valid() or form.cleaned_data["action"] not in BULK_ACTIONS:

@@ -55,7 +55,9 @@ def test_no_page_breaks_the_policy_and_the_confirmations_still_ask(
     # htmx still swaps the table (a filter change), and the bulk bar asks first.
     page.goto(f"{live_server.url}/")
     page.select_option("select[name=lane]", "retry_safe")
-    expect(page).to_have_url(f"{live_server.url}/?window=24h&lane=retry_safe&status=active")
+    expect(page).to_have_url(
+        f"{live_server.url}/?window=24h&source=production&lane=retry_safe&status=active&sort=count"
+    )
     asked: list[str] = []
 
     def answer_no(dialog: Any) -> None:

@@ -38,11 +38,13 @@ def test_operator_filters_opens_a_group_and_resolves_it(
     _traffic()
     sign_in("operator")
     screenshot("triage-operator")
-    assert page.locator("#stage-synthesize").is_visible()
+    assert page.locator("tr.reason:has-text('unsatisfied_field')").is_visible()
     page.select_option("select[name=lane]", "input_stale")
-    expect(page).to_have_url(re.compile(r"/\?window=24h&lane=input_stale&status=active$"))
-    assert page.locator("#stage-execute").count() == 0
-    assert page.locator("#stage-synthesize").is_visible()
+    expect(page).to_have_url(
+        re.compile(r"/\?window=24h&source=production&lane=input_stale&status=active&sort=count$")
+    )
+    assert page.locator("tr.reason:has-text('http_5xx')").count() == 0
+    assert page.locator("tr.reason:has-text('unsatisfied_field')").is_visible()
     screenshot("triage-filtered")
     page.click("text=unsatisfied_field")
     page.wait_for_url("**/triage/groups/**")
@@ -54,9 +56,10 @@ def test_operator_filters_opens_a_group_and_resolves_it(
     group = FailureGroup.objects.get(reason="unsatisfied_field")
     assert group.status == GroupStatus.RESOLVED
     page.goto(f"{live_server.url}/")
-    assert page.locator("#stage-synthesize").count() == 0  # resolved groups leave the default view
+    # Resolved groups leave the default view.
+    assert page.locator("tr.reason:has-text('unsatisfied_field')").count() == 0
     page.goto(f"{live_server.url}/?status=resolved")
-    assert page.locator("#stage-synthesize").is_visible()
+    assert page.locator("tr.reason:has-text('unsatisfied_field')").is_visible()
     screenshot("triage-resolved")
 
 

@@ -71,8 +71,9 @@ HOSTILE = (
 # The query parameters each page reads (from its form or serializer), by page.
 PAGES: dict[str, tuple[Callable[[World], str], tuple[str, ...]]] = {
     "triage": (lambda w: "/", ("window", "since", "until", "collection", "source", "tool",
-                               "lane", "status", "execution_state", "q", "stage", "reason")),
-    "group": (lambda w: f"/triage/groups/{w.group}/", ("before",)),
+                               "lane", "status", "execution_state", "q", "stage", "reason",
+                               "sort")),
+    "group": (lambda w: f"/triage/groups/{w.group}/", ("before", "back")),
     "receipts": (lambda w: "/receipts/", ("before",)),
     "ingestion": (lambda w: "/ingestion/", ("before", "batch")),
     "policies": (lambda w: "/policies/", ("q",)),

@@ -256,6 +256,9 @@ def _build_world() -> World:
     ids["group"] = FailureGroup.objects.get(reason="http_5xx").pk
     ids["receipt"] = Receipt.objects.get().pk
     ids["bulk"] = BulkAction.objects.create(action="acknowledge", group_count=0, previous={}).pk
+    ids["group_action"] = BulkAction.objects.create(
+        action="acknowledge", group_count=1, previous={str(ids["group"]): {}}
+    ).pk
     ids["policy"] = ToolPolicy.objects.create(collection="shop", tool="getOrder").pk
     ids["batch"] = IngestBatch.objects.filter(owner="mtx").get().pk
     ids["policy_type"] = ContentType.objects.get_for_model(ToolPolicy).pk
@@ -405,6 +408,8 @@ SITE: dict[str, Row] = {
                        body=lambda w: {"action": "acknowledge", "confirm_count": "1",
                                        "query": "window=24h"}),
     "triage:bulk-undo": Row(lambda w: f"/triage/bulk/{w.bulk}/undo", post=page(OPERATORS)),
+    "triage:group-undo": Row(lambda w: f"/triage/groups/{w.group}/undo/{w.group_action}",
+                             post=page(OPERATORS)),
     "triage:receipts": Row(lambda w: "/receipts/", get=page(READERS)),
     "triage:receipt-reconcile": Row(lambda w: f"/receipts/{w.receipt}/reconcile",
                                     post=page(OPERATORS),

@@ -10,6 +10,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from tests.factories import failure_item
+from triage.ingest import DESK_CHANNEL, DESK_OWNER, batch_ingest
 from triage.models import BulkAction, FailureGroup, GroupEvent, GroupStatus
 from triage.services import group_act
 
@@ -57,7 +58,7 @@ def test_anonymous_visitors_are_sent_to_sign_in(db: Any) -> None:
 
 
 def test_triage_page_groups_by_stage_in_lifecycle_order(traffic: Any, client_as: Any) -> None:
-    response = client_as("viewer").get("/")
+    response = client_as("viewer").get("/?sort=stage")
     assert response.status_code == 200
     assert next(t.name for t in response.templates) == "triage/triage.html"
     html = response.content.decode()
@@ -196,8 +197,9 @@ def _many_groups(count: int) -> None:
         for h in range(3)
     )
     FailureGroupFacet.objects.bulk_create(
-        FailureGroupFacet(group=g, dimension="execution_state", value="completed", count=3)
+        FailureGroupFacet(group=g, dimension=dimension, value=value, count=3)
         for g in groups
+        for dimension, value in (("execution_state", "completed"), ("source", "runtime"))
     )
 
 
@@ -512,3 +514,286 @@ def test_an_adapter_reason_is_marked_as_the_desks_own(
     assert ">adapter</span>" in row and "unmapped" not in row
     group = FailureGroup.objects.get(reason="base_url_not_configured")
     assert group.reason_mapped
+
+
+# --- production first --------------------------------------------------------------------
+
+
+@pytest.fixture
+def mixed_sources(ingest_client: APIClient) -> APIClient:
+    ingest(ingest_client, [failure_item(occurred_at=recent(), tool="getCart") for _ in range(2)])
+    # Quality Lab's records come only through its own channel.
+    batch_ingest(
+        owner=DESK_OWNER,
+        channel=DESK_CHANNEL,
+        items=[
+            *(
+                failure_item(occurred_at=recent(), tool="getCart", source="quality_lab")
+                for _ in range(3)
+            ),
+            failure_item(
+                stage="synthesize",
+                reason="unsatisfied_field",
+                tool="labOnly",
+                occurred_at=recent(),
+                source="quality_lab",
+                evidence={"field_name": "orderNo"},
+            ),
+        ],
+    )
+    return ingest_client
+
+
+def test_default_view_shows_production_and_says_so(mixed_sources: Any, client_as: Any) -> None:
+    response = client_as("viewer").get("/")
+    body = response.content.decode()
+    assert response.status_code == 200
+    assert response.context["filters"]["source"] == "production"
+    assert "labOnly" not in body
+    assert "getCart" in body
+    assert "Showing production" in body
+    assert 'href="/?source=any"' in body
+    # The row with both sources names its mix, largest first.
+    assert "quality_lab 3 · runtime 2" in body
+
+
+def test_including_quality_lab_shows_test_only_groups(mixed_sources: Any, client_as: Any) -> None:
+    response = client_as("viewer").get("/?source=any&window=1h")
+    body = response.content.decode()
+    assert "labOnly" in body
+    assert "Showing production" not in body
+    include = client_as("viewer").get("/?window=1h").content.decode()
+    assert 'href="/?window=1h&amp;source=any"' in include
+
+
+def test_one_source_row_shows_no_mix(mixed_sources: Any, client_as: Any) -> None:
+    body = client_as("viewer").get("/?source=quality_lab").content.decode()
+    assert "labOnly" in body
+    assert body.count('class="small muted source-mix"') == 1  # only the mixed getCart row
+
+
+def test_bulk_action_without_source_in_its_query_acts_on_production(
+    mixed_sources: Any, client_as: Any
+) -> None:
+    client = client_as("operator")
+    shown = client.get("/").context["overview"].group_ids
+    response = client.post(
+        "/triage/bulk",
+        {"action": "acknowledge", "confirm_count": len(shown), "query": ""},
+    )
+    assert response.status_code == 302
+    acknowledged = FailureGroup.objects.filter(status=GroupStatus.ACKNOWLEDGED)
+    assert sorted(acknowledged.values_list("pk", flat=True)) == sorted(shown)
+    assert not acknowledged.filter(tool="labOnly").exists()
+
+
+def test_hostile_source_is_a_form_error(client_as: Any) -> None:
+    response = client_as("viewer").get("/?source=staging")
+    assert response.status_code == 400
+    assert "source" in response.context["form"].errors
+
+
+# --- sort and flags ---------------------------------------------------------------------
+
+
+def _reasons_in_order(body: str, reasons: list[str]) -> list[str]:
+    return sorted(reasons, key=lambda reason: body.index(f">{reason}</a>"))
+
+
+@pytest.fixture
+def rising(ingest_client: APIClient) -> APIClient:
+    """http_5xx: 4 now and 4 a day before; sse_dropped: 12 now, 2 a day before (spiking);
+    not_retrieved: 1 now, first seen now (new)."""
+    day_before = 60 * 24 + 60
+    ingest(
+        ingest_client,
+        [
+            *(failure_item(occurred_at=recent(2), tool="getOrder") for _ in range(4)),
+            *(failure_item(occurred_at=recent(day_before), tool="getOrder") for _ in range(4)),
+            *(
+                failure_item(stage="xgen_transport", reason="sse_dropped", occurred_at=recent(m))
+                for m in range(10, 22)
+            ),
+            *(
+                failure_item(
+                    stage="xgen_transport",
+                    reason="sse_dropped",
+                    occurred_at=recent(day_before + 5),
+                )
+                for _ in range(2)
+            ),
+            failure_item(stage="retrieve", reason="not_retrieved", occurred_at=recent(1)),
+        ],
+    )
+    return ingest_client
+
+
+def test_default_sort_is_count_in_one_list(rising: Any, client_as: Any) -> None:
+    response = client_as("viewer").get("/")
+    body = response.content.decode()
+    assert response.context["form"].sort_order() == "count"
+    assert _reasons_in_order(body, ["http_5xx", "sse_dropped", "not_retrieved"]) == [
+        "sse_dropped",
+        "http_5xx",
+        "not_retrieved",
+    ]
+    assert 'id="stage-sorted"' in body
+    assert 'class="muted small stage-label">xgen_transport<' in body
+
+
+@pytest.mark.parametrize(
+    ("sort", "expected"),
+    [
+        ("trend", ["sse_dropped", "not_retrieved", "http_5xx"]),
+        ("last_seen", ["not_retrieved", "http_5xx", "sse_dropped"]),
+        ("first_seen", ["not_retrieved", "http_5xx", "sse_dropped"]),
+        ("stage", ["not_retrieved", "http_5xx", "sse_dropped"]),
+    ],
+)
+def test_each_sort_orders_the_rows(
+    rising: Any, client_as: Any, sort: str, expected: list[str]
+) -> None:
+    response = client_as("viewer").get(f"/?sort={sort}")
+    assert response.status_code == 200
+    assert _reasons_in_order(response.content.decode(), expected) == expected
+    # The choice stays in the URL the page links to.
+    assert f"sort={sort}" in response.context["query"]
+
+
+def test_new_and_spiking_rows_are_marked(rising: Any, client_as: Any) -> None:
+    overview = client_as("viewer").get("/").context["overview"]
+    rows = {row.reason: row for section in overview.sections for row in section.rows}
+    assert rows["not_retrieved"].new and not rows["not_retrieved"].spiking
+    assert rows["sse_dropped"].spiking and not rows["sse_dropped"].new
+    assert (rows["sse_dropped"].count, rows["sse_dropped"].previous_count) == (12, 2)
+    assert not rows["http_5xx"].new and not rows["http_5xx"].spiking
+    body = client_as("viewer").get("/").content.decode()
+    assert body.count('class="pill flag-new"') == 1
+    assert body.count('class="pill flag-spiking"') == 1
+
+
+def test_refused_sort_is_a_form_error_and_falls_back_to_count(rising: Any, client_as: Any) -> None:
+    response = client_as("viewer").get("/?sort=-count%3Bdrop")
+    assert response.status_code == 400
+    assert "sort" in response.context["form"].errors
+    assert response.context["form"].sort_order() == "count"
+
+
+# --- actions that cannot surprise -------------------------------------------------------
+
+
+def test_bulk_assign_without_an_assignee_changes_nothing(
+    traffic: Any, client_as: Any, user_with_role: Any
+) -> None:
+    client = client_as("operator")
+    FailureGroup.objects.update(assignee=user_with_role("admin"))  # someone owns them already
+    shown = client.get("/").context["overview"].group_ids
+    response = client.post(
+        "/triage/bulk",
+        {"action": "assign", "assignee": "", "confirm_count": len(shown), "query": ""},
+        follow=True,
+    )
+    assert "Choose whom to assign." in response.content.decode()
+    assert FailureGroup.objects.filter(assignee__isnull=True).count() == 0
+    assert not BulkAction.objects.exists()
+
+
+def test_bulk_assign_to_me_assigns_the_person_acting(traffic: Any, client_as: Any) -> None:
+    client = client_as("operator")
+    shown = client.get("/").context["overview"].group_ids
+    page = client.get("/").content.decode()
+    assert f"Assign {len(shown)} to me" in page
+    client.post(
+        "/triage/bulk",
+        {"action": "resolve", "assign_to_me": "1", "confirm_count": len(shown), "query": ""},
+    )
+    assigned = FailureGroup.objects.filter(assignee__username="operator-user")
+    assert sorted(assigned.values_list("pk", flat=True)) == sorted(shown)
+    assert not FailureGroup.objects.filter(status=GroupStatus.RESOLVED).exists()
+    assert BulkAction.objects.get().action == "assign"
+
+
+def test_unassign_on_the_group_page_is_its_own_action_naming_whom(
+    traffic: Any, client_as: Any
+) -> None:
+    client = client_as("operator")
+    group = FailureGroup.objects.get(reason="unsatisfied_field")
+    client.post(f"/triage/groups/{group.pk}/act", {"action": "assign", "assign_to_me": "1"})
+    group.refresh_from_db()
+    assert group.assignee is not None and group.assignee.username == "operator-user"
+    page = client.get(f"/triage/groups/{group.pk}/").content.decode()
+    assert 'data-confirm="Unassign operator-user from this group?"' in page
+    client.post(f"/triage/groups/{group.pk}/act", {"action": "unassign"})
+    group.refresh_from_db()
+    assert group.assignee is None
+    refused = client.post(f"/triage/groups/{group.pk}/act", {"action": "assign"}, follow=True)
+    assert "Choose whom to assign." in refused.content.decode()
+
+
+def test_single_group_action_can_be_undone(traffic: Any, client_as: Any) -> None:
+    client = client_as("operator")
+    group = FailureGroup.objects.get(reason="unsatisfied_field")
+    client.post(f"/triage/groups/{group.pk}/act", {"action": "resolve"})
+    group.refresh_from_db()
+    assert group.status == GroupStatus.RESOLVED
+    action = BulkAction.objects.get()
+    assert action.group_count == 1
+    page = client.get(f"/triage/groups/{group.pk}/").content.decode()
+    assert f"/triage/groups/{group.pk}/undo/{action.pk}" in page
+    # The button shows to the person who acted, not to everyone.
+    other = client_as("admin").get(f"/triage/groups/{group.pk}/").content.decode()
+    assert "/undo/" not in other
+    # The undo of another group's action is not this group's.
+    elsewhere = FailureGroup.objects.exclude(pk=group.pk).first()
+    assert elsewhere is not None
+    assert client.post(f"/triage/groups/{elsewhere.pk}/undo/{action.pk}").status_code == 404
+    response = client.post(f"/triage/groups/{group.pk}/undo/{action.pk}")
+    assert response.status_code == 302
+    group.refresh_from_db()
+    assert group.status == GroupStatus.OPEN
+    assert GroupEvent.objects.filter(group=group, action="undo").count() == 1
+    page = client.get(f"/triage/groups/{group.pk}/").content.decode()
+    assert "/undo/" not in page
+
+
+def test_back_to_triage_keeps_the_filters(traffic: Any, client_as: Any) -> None:
+    client = client_as("operator")
+    triage = client.get("/?collection=orders&sort=stage").content.decode()
+    group = FailureGroup.objects.get(reason="unsatisfied_field")
+    link = f"/triage/groups/{group.pk}/?back=collection%3Dorders%26sort%3Dstage"
+    assert f'href="{link}"' in triage
+    page = client.get(link)
+    assert page.status_code == 200
+    assert 'href="/?collection=orders&amp;sort=stage" id="back-to-triage"' in page.content.decode()
+    # Acting keeps it too.
+    response = client.post(
+        f"/triage/groups/{group.pk}/act",
+        {"action": "acknowledge", "back": "collection=orders&sort=stage"},
+    )
+    assert response["Location"] == link
+
+
+@pytest.mark.parametrize(
+    "back", ["window%3D2h", "sort%3Devil", "nope%3D1", "https%3A%2F%2Fevil.example"]
+)
+def test_a_back_query_the_triage_page_refuses_is_a_form_error(
+    traffic: Any, client_as: Any, back: str
+) -> None:
+    group = FailureGroup.objects.get(reason="unsatisfied_field")
+    response = client_as("viewer").get(f"/triage/groups/{group.pk}/?back={back}")
+    assert response.status_code == 400
+    assert "back" in response.context["query_form"].errors
+    assert 'href="/" id="back-to-triage"' in response.content.decode()
+
+
+@pytest.mark.parametrize(
+    "raw", ["2026-12-01 10:00:00", "2026-12-01T10:00:00+00:00", "2026-12-01 19:00:00+09:00"]
+)
+def test_row_timestamps_from_any_database_cursor_are_aware(raw: str) -> None:
+    from datetime import UTC, datetime
+
+    from triage.selectors import _moment
+
+    expected = datetime(2026, 12, 1, 10, tzinfo=UTC)
+    assert _moment(raw) == expected
+    assert _moment(datetime.fromisoformat(raw)) == expected

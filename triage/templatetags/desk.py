@@ -101,7 +101,14 @@ def status_pill(status: str) -> SafeString:
 
 
 @register.simple_tag
-def reason_rows(section: Any, unit: str, narrowed: str, narrow_base: str) -> SafeString:
+def reason_rows(
+    section: Any,
+    unit: str,
+    narrowed: str,
+    narrow_base: str,
+    window_label: str = "",
+    back_suffix: str = "",
+) -> SafeString:
     """The rows of one stage on the triage page, two <tr> per reason.
 
     Written in Python rather than template markup because a busy fleet shows every reason
@@ -112,7 +119,7 @@ def reason_rows(section: Any, unit: str, narrowed: str, narrow_base: str) -> Saf
     html = []
     for row in section.rows:
         if narrowed:
-            groups = _group_list(row)
+            groups = _group_list(row, back_suffix)
         elif len(row.groups) > 1:
             link = f"{narrow_base}{joiner}stage={quote(row.stage)}&reason={quote(row.reason)}"
             groups = format_html(
@@ -125,14 +132,19 @@ def reason_rows(section: Any, unit: str, narrowed: str, narrow_base: str) -> Saf
         html.append(
             format_html(
                 '<tr class="reason"><td></td><td class="nowrap">'
-                '<a class="code" href="{}">{}</a>{}</td><td class="num">{}</td><td>{}</td>'
+                '{}<a class="code" href="{}">{}</a>{}{}{}</td>'
+                '<td class="num" title="{}">{}</td><td>{}</td>'
                 '<td class="small">{}</td><td class="small">{}</td><td>{}</td>'
                 '<td class="small nowrap">{}</td><td class="num">{}</td>'
                 '<td class="nowrap">{}</td></tr>\n'
                 '<tr class="advice"><td></td><td colspan="9">{}{}</td></tr>\n',
-                reverse("triage:group", args=[row.top_group.pk]),
+                _stage_label(row.stage) if section.flat else "",
+                reverse("triage:group", args=[row.top_group.pk]) + back_suffix,
                 row.reason,
                 _UNMAPPED_PILL if row.info is None else _origin_pill(row.info),
+                _source_mix(row.source_mix),
+                _flags(row, window_label),
+                f"{thousands(row.previous_count)} in the window before",
                 thousands(row.count),
                 sparkline(row.spark, unit=unit),
                 _first_two(row.tools, '<span class="code">{}</span>'),
@@ -165,6 +177,40 @@ _ADAPTER_PILL = mark_safe(
 
 def _origin_pill(info: Any) -> SafeString:
     return _ADAPTER_PILL if info.origin == "adapter" else mark_safe("")
+
+
+def _stage_label(stage: str) -> SafeString:
+    return format_html('<span class="muted small stage-label">{}</span> ', stage)
+
+
+def _flags(row: Any, window_label: str) -> SafeString:
+    """'new' for a row first seen in the window; 'spiking' for one far above the window
+    before it."""
+    if row.new:
+        return format_html(
+            ' <span class="pill flag-new" title="first seen in the {}">new</span>', window_label
+        )
+    if row.spiking:
+        return format_html(
+            ' <span class="pill flag-spiking" title="{} records, {} in the window before">'
+            "spiking</span>",
+            thousands(row.count),
+            thousands(row.previous_count),
+        )
+    return mark_safe("")
+
+
+def _source_mix(mix: dict[str, int]) -> SafeString:
+    """'runtime 8 · quality_lab 94' when a row's records come from more than one source."""
+    if len(mix) < 2:
+        return mark_safe("")
+    return format_html(
+        ' <span class="small muted source-mix" title="records by source, all time">{}</span>',
+        " · ".join(
+            f"{source} {thousands(count)}"
+            for source, count in sorted(mix.items(), key=lambda item: -item[1])
+        ),
+    )
 
 
 def _first_two(values: list[str], template: str = "{}") -> SafeString:
@@ -200,12 +246,12 @@ def _advice(info: Any) -> SafeString:
     )
 
 
-def _group_list(row: Any) -> SafeString:
+def _group_list(row: Any, back_suffix: str = "") -> SafeString:
     """Every group of the reason, when the page is narrowed to it."""
     items = (
         format_html(
             '<li><a href="{}"><span class="code">{}</span> in {}</a> · {} · {}{}</li>',
-            reverse("triage:group", args=[item.group.pk]),
+            reverse("triage:group", args=[item.group.pk]) + back_suffix,
             item.group.tool or "(no tool)",
             item.group.collection or "(no collection)",
             thousands(item.window_count),
