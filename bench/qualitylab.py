@@ -632,7 +632,7 @@ def large_spec_child(which: str, path: Path, name: str) -> dict[str, Any]:
     engine.build_openapi_collection_artifact = timed(
         "graph-tool-call's build", engine.build_openapi_collection_artifact
     )
-    engine.artifact_hash = timed("artifact hash", engine.artifact_hash)
+    engine.artifact_hash = timed("build key (hash of spec, version, options)", engine.artifact_hash)
     CollectionVersion.compress = staticmethod(  # type: ignore[method-assign]
         timed("compress", CollectionVersion.compress)
     )

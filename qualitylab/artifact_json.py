@@ -1,9 +1,10 @@
 """JSON of a big artifact in pieces: the same text ``json.dumps`` gives, never all at once.
 
-A graph-tool-call artifact of GitHub's REST description is about 160 MB of JSON; hashing it
-or compressing it from one ``json.dumps`` string held that string and its bytes at once. The
+A graph-tool-call artifact of GitHub's REST description is about 160 MB of JSON;
+compressing it from one ``json.dumps`` string held that string and its bytes at once. The
 pieces (one per tool) are encoded by the same C encoder, so the text is byte for byte the
-one-shot text, and the hash of a stored artifact does not change.
+one-shot text. (The artifact is not hashed: a build is keyed by its inputs, see
+``engine.artifact_hash``.)
 """
 
 from __future__ import annotations

@@ -14,10 +14,16 @@ Collections
     ``build_artifact(spec, *, progress=None, semantic_options=None) -> BuiltArtifact``
         graph-tool-call's ``build_openapi_collection_artifact`` on the dict (never a URL:
         nothing is fetched; ``allow_private_hosts=False``). ``BuiltArtifact`` carries the
-        artifact, its ``artifact_hash`` (sha256 of canonical JSON, build timestamps left
-        out so the same spec and engine version give the same hash), the readiness report,
+        artifact, its ``artifact_hash`` (the key of what the build read: see
+        :func:`artifact_hash`), the readiness report,
         ``readiness_summary`` (issue codes counted by severity), the semantic summary, the
         operation count, the spec's default server URL and the engine version.
+    ``artifact_hash(spec, *, semantic_options, engine_version=GRAPH_TOOL_CALL_VERSION)``
+        sha256 over the canonical JSON (sorted keys) of the parsed spec, graph-tool-call's
+        version and the build options. The build is a pure function of these, so the key
+        identifies the artifact as well as a hash of the artifact would, for a 13 MB spec's
+        hash instead of a 160 MB artifact's; the same spec and engine version give the
+        same key whenever they are built.
     ``engine_for(artifact, artifact_hash) -> LoadedCollection``
         The loaded ``ToolGraph`` plus what the selector and synthesizer need, cached per
         process by hash (LRU of :data:`ENGINE_CACHE_SIZE`); the same hash returns the same
@@ -159,7 +165,6 @@ from graph_tool_call.plan import (
     resolve_bindings,
 )
 
-from qualitylab import artifact_json
 from qualitylab import assertions as case_assertions
 from qualitylab.assertions import AssertionSet, CaseSpecError
 from triage import outbound, taxonomy
@@ -210,11 +215,8 @@ _MAX_YAML_ALIASES = 200
 _MAX_YAML_ALIAS_EXPANSION = 1_000_000
 _DEFAULT_TOP_K = 8
 _MAX_TIMEOUT_SEC = 300.0
-_VOLATILE_ARTIFACT_KEYS: tuple[tuple[str, ...], ...] = (
-    ("metadata", "built_at"),
-    ("metadata", "source_snapshot_manifest", "created_at"),
-    ("source_snapshot_manifest", "created_at"),
-)
+# Names what :func:`artifact_hash` hashes; a change to that list changes this tag.
+_BUILD_KEY_FORMAT = "qualitylab-build-inputs/1"
 _CASE_KEYS = frozenset(
     {
         "id",
@@ -500,6 +502,8 @@ def build_artifact(
         # A JSON round trip: plain JSON for the engine, and a copy the build may change.
         spec = cast(dict[str, Any], _json_safe(spec))
         _validate_openapi(spec)
+    # Before the build: with ``parsed=True`` the build may change the spec it reads.
+    key = artifact_hash(spec, semantic_options=semantic_options)
     report("build", 0.1)
     try:
         artifact = build_openapi_collection_artifact(
@@ -520,7 +524,7 @@ def build_artifact(
     manifest = cast(dict[str, Any], artifact.get("source_snapshot_manifest") or {})
     built = BuiltArtifact(
         artifact=artifact,
-        artifact_hash=artifact_hash(artifact),
+        artifact_hash=key,
         readiness=readiness,
         readiness_summary=_issues_by_severity(readiness),
         semantic_summary=cast(dict[str, Any], artifact.get("semantic_summary") or {}),
@@ -533,25 +537,28 @@ def build_artifact(
     return built
 
 
-def artifact_hash(artifact: Mapping[str, Any]) -> str:
-    """sha256 of the artifact's canonical JSON, without its build timestamps."""
-    # Copies only of the dicts on the way to a timestamp: a big artifact is never copied.
-    stable = dict(artifact)
-    for path in _VOLATILE_ARTIFACT_KEYS:
-        node: Any = stable
-        for key in path[:-1]:
-            child = node.get(key) if isinstance(node, dict) else None
-            if not isinstance(child, dict):
-                node = None
-                break
-            node[key] = child = dict(child)
-            node = child
-        if isinstance(node, dict):
-            node.pop(path[-1], None)
-    digest = hashlib.sha256()
-    for piece in artifact_json.json_pieces(stable, sort_keys=True, ensure_ascii=False, default=str):
-        digest.update(piece.encode("utf-8"))
-    return digest.hexdigest()
+def artifact_hash(
+    spec: Mapping[str, Any],
+    *,
+    semantic_options: Mapping[str, Any] | None,
+    engine_version: str = GRAPH_TOOL_CALL_VERSION,
+) -> str:
+    """The key of a build: sha256 of its inputs' canonical JSON (spec, engine, options).
+
+    The artifact is a pure function of the spec, graph-tool-call's version and the build
+    options, so this names it as well as a hash of the artifact itself; the spec is a
+    tenth of the artifact's size (GitHub's: 13 MB against 160 MB). ``spec`` is plain JSON
+    (:func:`parse_spec`'s result or its ``_json_safe`` copy).
+    """
+    inputs = {
+        "format": _BUILD_KEY_FORMAT,
+        "graph_tool_call": engine_version,
+        "options": {"allow_private_hosts": False, "semantic_options": semantic_options},
+        "spec": spec,
+    }
+    # ensure_ascii: a lone surrogate becomes an escape instead of failing to encode.
+    text = json.dumps(inputs, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode("ascii")).hexdigest()
 
 
 def _issues_by_severity(readiness: Mapping[str, Any]) -> dict[str, dict[str, int]]:

@@ -77,6 +77,8 @@ class CollectionVersion(models.Model):
     progress_message = models.CharField(max_length=200, blank=True)
     error = models.TextField(blank=True)
     artifact_compressed = models.BinaryField(null=True, blank=True)
+    # The build's key (engine.artifact_hash: spec, graph-tool-call version, options), which
+    # names the artifact and keys the loaded-engine cache.
     artifact_hash = models.CharField(max_length=64, blank=True, db_index=True)
     readiness = models.JSONField(default=dict, blank=True)
     readiness_summary = models.JSONField(default=dict, blank=True)

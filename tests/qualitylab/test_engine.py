@@ -204,13 +204,48 @@ def test_build_reports_readiness_versions_and_progress() -> None:
     assert stages[0][0] == "validate" and stages[-1] == ("done", 1.0)
 
 
-def test_artifact_hash_ignores_build_time_but_not_content(
+def test_artifact_hash_is_the_same_for_the_same_spec_and_engine_whenever_built(
     demo_built: engine.BuiltArtifact,
 ) -> None:
+    again = engine.build_artifact(demo.load_spec())
+    assert again.artifact["metadata"]["built_at"]  # the artifacts carry their build time
+    assert again.artifact_hash == demo_built.artifact_hash
+    assert len(again.artifact_hash) == 64
+
+
+def test_artifact_hash_changes_with_the_spec() -> None:
     spec = demo.load_spec()
-    assert engine.build_artifact(spec).artifact_hash == demo_built.artifact_hash
+    before = engine.artifact_hash(spec, semantic_options=None)
     spec["paths"]["/orders"]["get"]["summary"] = "Search all orders"
-    assert engine.build_artifact(spec).artifact_hash != demo_built.artifact_hash
+    assert engine.artifact_hash(spec, semantic_options=None) != before
+    assert engine.build_artifact(spec).artifact_hash == engine.artifact_hash(
+        spec, semantic_options=None
+    )
+
+
+def test_artifact_hash_changes_with_the_engine_version_and_the_build_options() -> None:
+    spec = demo.load_spec()
+    current = engine.artifact_hash(spec, semantic_options=None)
+    assert current == engine.artifact_hash(
+        spec, semantic_options=None, engine_version=engine.GRAPH_TOOL_CALL_VERSION
+    )
+    assert current != engine.artifact_hash(spec, semantic_options=None, engine_version="0.47.1")
+    assert current != engine.artifact_hash(spec, semantic_options={"enabled": False})
+
+
+def test_artifact_hash_does_not_depend_on_key_order() -> None:
+    spec = demo.load_spec()
+    reordered = dict(reversed(list(spec.items())))
+    reordered["paths"] = dict(reversed(list(spec["paths"].items())))
+    assert engine.artifact_hash(reordered, semantic_options=None) == engine.artifact_hash(
+        spec, semantic_options=None
+    )
+
+
+def test_artifact_hash_takes_text_no_utf_8_can_encode() -> None:
+    spec = demo.load_spec()
+    spec["info"]["title"] = "lone \udc80 surrogate"
+    assert len(engine.artifact_hash(spec, semantic_options=None)) == 64
 
 
 # --------------------------------------------------------------------------------------
