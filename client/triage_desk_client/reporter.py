@@ -113,6 +113,7 @@ class Reporter:
         self._stop = threading.Event()  # interrupts the sender's waits at close
         self._closing = False
         self._closed = False
+        self._sender_done = False  # the sender thread has ended (it no longer uses the spool)
         self._left = 0  # items left in the spool at close
         self._flushing = 0
         self._batch_opened_at = 0.0
@@ -233,13 +234,12 @@ class Reporter:
         with self._lock:
             self._closed = True
             left = self._left = self._queued()
-            for segment in self._spool.segments + self._spool.to_close:
-                empty = segment.acked >= segment.size and segment in self._spool.segments
-                self._spool.release(segment, delete=empty)
-            self._spool.segments.clear()
-            self._spool.to_close.clear()
-        if self._connection is not None and not self._thread.is_alive():
-            self._connection.close()
+            # A request the sender started before `_closing` (one at most) may still be
+            # under way: its segments stay locked, so no other reporter on this spool_dir
+            # sends them too, until the sender has the desk's answer (or the request
+            # fails) and releases them on its way out.
+            if self._sender_done:
+                self._release_all()
         atexit.unregister(self._close_at_exit)
         return delivered and left == 0
 
@@ -270,15 +270,32 @@ class Reporter:
     # --- the sender thread --------------------------------------------------------------------
 
     def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self._send_until_closed()
-                return
-            except Exception as exc:  # a bug or an unusable spool: keep the items, go on
-                logger.exception("triage desk reporter: the sender failed; retrying")
-                with self._lock:
-                    self._last_error = f"sender failed: {type(exc).__name__}"
-                self._stop.wait(self._max_backoff)
+        try:
+            while not self._stop.is_set():
+                try:
+                    self._send_until_closed()
+                    return
+                except Exception as exc:  # a bug or an unusable spool: keep the items, go on
+                    logger.exception("triage desk reporter: the sender failed; retrying")
+                    with self._lock:
+                        self._last_error = f"sender failed: {type(exc).__name__}"
+                    self._stop.wait(self._max_backoff)
+        finally:
+            if self._connection is not None:
+                self._connection.close()
+            with self._lock:
+                self._sender_done = True
+                if self._closed:  # close() returned while a request was under way
+                    self._release_all()
+
+    def _release_all(self) -> None:
+        """Release every segment (under the lock, once the sender no longer uses them):
+        delete those the desk answered for entirely, leave the rest for a later reporter."""
+        for segment in self._spool.segments + self._spool.to_close:
+            empty = segment.acked >= segment.size and segment in self._spool.segments
+            self._spool.release(segment, delete=empty)
+        self._spool.segments.clear()
+        self._spool.to_close.clear()
 
     def _send_until_closed(self) -> None:
         next_scan = 0.0
@@ -444,8 +461,10 @@ class Reporter:
         segment = batch.segment
         end = batch.end if high == len(batch.payloads) else batch.ends[high - 1]
         with self._lock:
-            if self._closed or segment not in self._spool.segments:
-                return  # dropped meanwhile (a full spool), or released at close
+            if segment not in self._spool.segments:
+                return  # dropped meanwhile (a full spool)
+        # Still held (close() leaves a segment in flight to this thread): the desk answered,
+        # so the next reporter must not send these records again.
         self._spool.write_ack(segment, end)
         if self._failures_in_a_row:
             logger.info("triage desk reachable again")
