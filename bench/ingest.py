@@ -19,7 +19,7 @@ What one run does:
    times from the first request to the last response. Every response must be 200 with every
    item ``accepted``; afterwards the database must hold exactly the sent records, with
    group, bucket and facet counters adding up.
-3. Paths: **fast** is the app itself (``config.wsgi``, ``triage.ingest.batch_ingest``);
+3. Paths: **fast** is the app itself (``config.wsgi``, ``triage.intake.ingest.batch_ingest``);
    **naive** is ``bench/naive_app.py``, the same stack (middleware, API-key auth, parser,
    quota) doing the same per-item work one statement at a time with one DRF serializer per
    item. Both are served by the same gunicorn configuration.
@@ -40,7 +40,7 @@ by itself, which costs well under a millisecond on loopback.
 prints where the time goes per batch (scrub, parse, classify, claim, bulk_create, group
 updates, bucket and facet upserts, SQL statement count) and the top 25 cProfile entries.
 ``--app`` serves another WSGI callable as the fast path, to measure a candidate change
-(e.g. a module on ``PYTHONPATH`` that patches ``triage.ingest``) against the naive path.
+(e.g. a module on ``PYTHONPATH`` that patches ``triage.intake.ingest``) against the naive path.
 """
 
 from __future__ import annotations
@@ -698,7 +698,7 @@ def print_table(rows: list[Measurement]) -> None:
 
 
 class _Phases:
-    """Accumulates wall time per named function while patched into triage.ingest."""
+    """Accumulates wall time per named function while patched into triage.intake.ingest."""
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = defaultdict(float)
@@ -718,7 +718,7 @@ class _Phases:
 
     def patch(self, owner: Any, attribute: str, name: str | Callable[..., str]) -> None:
         original = getattr(owner, attribute, None)
-        if original is None:  # triage.ingest changed: report it, time the rest
+        if original is None:  # triage.intake.ingest changed: report it, time the rest
             self.missing.append(attribute)
             return
         setattr(owner, attribute, self.timed(name, original))
@@ -746,7 +746,7 @@ def run_profile(args: argparse.Namespace, env: dict[str, str]) -> None:
     from django.db import connection
     from rest_framework.renderers import JSONRenderer
 
-    from triage import ingest
+    from triage.intake import ingest
     from triage.models import ApiKey, FailureRecord
 
     empty_tables(args.database_url)
@@ -787,7 +787,7 @@ def run_profile(args: argparse.Namespace, env: dict[str, str]) -> None:
     phases.patch(ingest, "body_hash", "  body_hash (HMAC of canonical JSON)")
     phases.patch(ingest, "scrub_payload", "  scrub_payload")
     for item_type in list(ingest._PARSERS):
-        phases.patch_item(ingest._PARSERS, item_type, "  parse (triage.normalize)")
+        phases.patch_item(ingest._PARSERS, item_type, "  parse (triage.intake.normalize)")
     phases.patch(ingest, "_claim", "claim: INSERT ingest items ON CONFLICT")
     phases.patch(ingest, "_store", "store (total)")
     phases.patch(ingest, "_policies_for", "  tool policies SELECT")
@@ -816,7 +816,7 @@ def run_profile(args: argparse.Namespace, env: dict[str, str]) -> None:
         "  envelope checks, dedupe (rest of prepare)": s["prepare (per item, total)"]
         - s["  body_hash (HMAC of canonical JSON)"]
         - s["  scrub_payload"]
-        - s["  parse (triage.normalize)"],
+        - s["  parse (triage.intake.normalize)"],
         "    build FailureRecord objects, deltas": s["  store failures (total)"]
         - s["    classify (triage.lanes)"]
         - s["    groups: INSERT IGNORE + SELECT"]
@@ -835,7 +835,7 @@ def run_profile(args: argparse.Namespace, env: dict[str, str]) -> None:
         "batch_ingest",
         "prepare (per item, total)",
         "  scrub_payload",
-        "  parse (triage.normalize)",
+        "  parse (triage.intake.normalize)",
         "  body_hash (HMAC of canonical JSON)",
         "  envelope checks, dedupe (rest of prepare)",
         "claim: INSERT ingest items ON CONFLICT",
@@ -863,7 +863,7 @@ def run_profile(args: argparse.Namespace, env: dict[str, str]) -> None:
         share = "" if name.startswith(("request", "response")) else f"{100 * value / total:.1f}"
         print(f"{name:<46}{1000 * value:>10.1f}{1e6 * value / per_item:>9.1f}{share:>10}")
     if phases.missing:
-        print(f"(not found in triage.ingest, so not timed: {', '.join(phases.missing)})")
+        print(f"(not found in triage.intake.ingest, so not timed: {', '.join(phases.missing)})")
     print(
         f"SQL: {statements[0] / rounds:.0f} statements per batch, "
         f"{1000 * statements[1] / rounds:.1f} ms per batch waiting on PostgreSQL "

@@ -24,7 +24,7 @@ from qualitylab.models import (
     Suite,
 )
 from tests.factories import case_post, failure_item
-from triage.ingest import batch_ingest
+from triage.intake.ingest import batch_ingest
 from triage.models import FailureGroup
 
 pytestmark = pytest.mark.django_db

@@ -59,7 +59,7 @@ from qualitylab import services as lab
 from qualitylab.models import CaseResult
 from tests.factories import case_post, failure_item, receipt_item
 from tests.learning.conftest import attempt_item
-from triage.ingest import batch_ingest
+from triage.intake.ingest import batch_ingest
 from triage.models import (
     ApiKey,
     BulkAction,

@@ -10,7 +10,7 @@ from typing import Any
 from django.conf import settings
 from rest_framework.parsers import BaseParser
 
-from triage.api_errors import InvalidBatch, PayloadTooLarge
+from triage.intake.errors import InvalidBatch, PayloadTooLarge
 from triage.json_limits import JSONTooDeep, loads_bounded
 
 _CHUNK = 64 * 1024

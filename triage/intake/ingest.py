@@ -24,6 +24,18 @@ from django.db.models import JSONField, Model, Q
 from django.utils import timezone
 
 from triage import taxonomy
+from triage.intake.normalize import (
+    ITEM_TYPES,
+    AuditEventFields,
+    FailureFields,
+    ItemError,
+    ReceiptFields,
+    RunnerEventFields,
+    parse_audit_event,
+    parse_failure,
+    parse_receipt,
+    parse_runner_event,
+)
 from triage.lanes import ToolFacts, classify, classify_receipt
 from triage.models import (
     ApiKey,
@@ -42,18 +54,6 @@ from triage.models import (
     RejectionCount,
     RunnerEvent,
     ToolPolicy,
-)
-from triage.normalize import (
-    ITEM_TYPES,
-    AuditEventFields,
-    FailureFields,
-    ItemError,
-    ReceiptFields,
-    RunnerEventFields,
-    parse_audit_event,
-    parse_failure,
-    parse_receipt,
-    parse_runner_event,
 )
 from triage.scrub import ScrubError, scrub_payload
 from triage.storable import (
