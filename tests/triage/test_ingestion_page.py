@@ -325,3 +325,34 @@ def test_an_unknown_reason_is_listed_with_a_link_to_the_triage_page(
     assert 'href="/?q=vendor_quota_dance&amp;status=all&amp;window=30d"' in row.group(1)
     assert "triage/taxonomy.py" in section
     assert "http_5xx" not in section  # known reasons are not in the queue
+
+
+def test_an_otlp_batch_shows_its_skipped_spans_and_refused_spans_with_why(
+    viewer_client: Client, make_api_key: Callable[..., str]
+) -> None:
+    from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+
+    from tests.triage.intake.otlp_helpers import FAILING_CALLS, export_request, record
+
+    request = export_request(record([FAILING_CALLS["http_5xx"], FAILING_CALLS["http_4xx"]]))
+    span = next(
+        s
+        for s in request.resource_spans[0].scope_spans[0].spans
+        if s.name == "execute_tool getOrder"
+    )
+    span.attributes.extend(KeyValue(key=f"k{n}", value=AnyValue(int_value=n)) for n in range(1000))
+    response = bearer(make_api_key()).post(
+        "/v1/traces", data=request.SerializeToString(), content_type="application/x-protobuf"
+    )
+    assert response.status_code == 200
+    batch = IngestBatch.objects.get()
+    html = viewer_client.get(URL).content.decode()
+    row = html[html.index(f'id="batch-{batch.pk}"') :]
+    row = row[: row.index("</tr>")]
+    assert ">otlp<" in row
+    assert "(2 skipped)" in row  # the chat span and the agent span
+    assert "too_many_attributes" in row
+    detail = viewer_client.get(f"{URL}?batch={batch.pk}").content.decode()
+    assert "2 skipped (spans that are not tool calls)" in detail
+    assert f"{span.trace_id.hex()}:{span.span_id.hex()}" in detail
+    assert "the limit is 256" in detail

@@ -488,3 +488,19 @@ def test_a_link_setting_some_filters_shows_the_default_window_and_status(
     page = client_as("viewer").get("/?collection=orders").content.decode()
     assert '<option value="24h" selected>' in page
     assert '<option value="active" selected>' in page
+
+
+def test_the_source_filter_shows_failures_that_came_as_otlp_spans(
+    traffic: Any, client_as: Any
+) -> None:
+    from tests.triage.intake.otlp_helpers import FAILING_CALLS, export_request, record
+
+    body = export_request(record([FAILING_CALLS["timeout"]])).SerializeToString()
+    response = traffic.post("/v1/traces", data=body, content_type="application/x-protobuf")
+    assert response.status_code == 200
+    client = client_as("viewer")
+    otlp = client.get("/?source=otlp").context["overview"]
+    assert {(row.reason, row.count) for s in otlp.sections for row in s.rows} == {("timeout", 1)}
+    runtime = client.get("/?source=runtime").context["overview"]
+    assert "timeout" not in {row.reason for s in runtime.sections for row in s.rows}
+    assert 'value="otlp"' in client.get("/").content.decode()

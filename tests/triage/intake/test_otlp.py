@@ -267,3 +267,14 @@ def test_runtime_overrides_win_over_the_derivation(ingest_client: APIClient) -> 
     assert (record_.stage, record_.reason) == ("auth_preflight", "auth_header_resolution_failed")
     assert record_.execution_state == "not_started"
     assert record_.collection == "payments"
+
+
+def test_a_span_ending_in_the_future_is_refused_by_the_native_rule(
+    ingest_client: APIClient,
+) -> None:
+    request = a_request(FAILING_CALLS["http_5xx"], chat=False)
+    for span in request.resource_spans[0].scope_spans[0].spans:
+        span.end_time_unix_nano = 2**64 - 1
+    response = post(ingest_client, request.SerializeToString())
+    assert answer(response).partial_success.rejected_spans == 1
+    assert IngestRejection.objects.get().field == "body.occurred_at"
