@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/ingest.py [--records 20000] [--naive-records 1000] [--batch 500]
         [--database-url URL] [--workers 2] [--threads 1] [--connections 2] [--repeat N]
-        [--strict] [--skip-naive] [--sweep] [--profile] [--app module:callable]
+        [--strict] [--skip-naive] [--skip-otlp] [--sweep] [--profile] [--app module:callable]
 
 What one run does:
 
@@ -23,8 +23,14 @@ What one run does:
    **naive** is ``bench/naive_app.py``, the same stack (middleware, API-key auth, parser,
    quota) doing the same per-item work one statement at a time with one DRF serializer per
    item. Both are served by the same gunicorn configuration.
-4. Prints records/s for both, the ratio, and PASS/MISS against the targets (>= 5,000
-   records/s, >= 3x the naive path). Misses only fail the exit status with ``--strict``.
+   **otlp** is the app itself again, fed the very same failures as OpenTelemetry spans
+   (``execute_tool <tool>`` spans with status ERROR, the failure's stage, reason and
+   collection as ``tool_call.*`` attributes, every other field as span attributes, nested
+   ones as key-value lists) in protobuf batches through ``POST /v1/traces``; every span must
+   be stored (no ``partial_success``) and the same database check applies.
+4. Prints records/s for each path, the ratios, and PASS/MISS against the targets (>= 5,000
+   records/s, >= 3x the naive path, OTLP >= 0.7x the native batch path). Misses only fail
+   the exit status with ``--strict``.
    The CPU columns say how much of the machine this run used and how much other
    processes took meanwhile: a busy machine makes every rate pessimistic. ``--repeat N``
    interleaves N runs per path and compares the best of each.
@@ -77,6 +83,8 @@ TARGET_RATIO = 3.0
 FAST_APP = "config.wsgi:application"
 NAIVE_APP = "bench.naive_app:application"
 INGEST_PATH = "/api/v1/ingest"
+OTLP_PATH = "/v1/traces"
+TARGET_OTLP_RATIO = 0.7
 KEY_NAME = "bench"
 KEY_ENV = "TRIAGE_BENCH_KEY"
 WARMUP_BATCH = 50
@@ -195,6 +203,78 @@ def build_items(count: int, *, prefix: str, seed: int) -> list[dict[str, Any]]:
     return items
 
 
+def _any_value(value: Any) -> Any:
+    from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+
+    if isinstance(value, dict):
+        out = AnyValue()
+        out.kvlist_value.values.extend(
+            KeyValue(key=key, value=_any_value(item)) for key, item in value.items()
+        )
+        return out
+    if isinstance(value, list):
+        out = AnyValue()
+        out.array_value.values.extend(_any_value(item) for item in value)
+        return out
+    if isinstance(value, bool):
+        return AnyValue(bool_value=value)
+    if isinstance(value, int):
+        return AnyValue(int_value=value)
+    if isinstance(value, float):
+        return AnyValue(double_value=value)
+    return AnyValue(string_value=str(value))
+
+
+# Failure fields that become the span itself or its tool_call.* attributes.
+_SPAN_FIELDS = {
+    "stage": "tool_call.failure.stage",
+    "reason": "tool_call.failure.reason",
+    "collection": "tool_call.collection",
+    "execution_state": "tool_call.execution_state",
+    "tool": "gen_ai.tool.name",
+}
+
+
+def encode_otlp_batches(items: list[dict[str, Any]], size: int) -> list[bytes]:
+    """The same failures as OTLP spans: one protobuf ExportTraceServiceRequest per batch."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+    from opentelemetry.proto.common.v1.common_pb2 import KeyValue
+    from opentelemetry.proto.trace.v1.trace_pb2 import Status
+
+    bodies = []
+    for start in range(0, len(items), size):
+        request = ExportTraceServiceRequest()
+        resource_spans = request.resource_spans.add()
+        resource_spans.resource.attributes.append(
+            KeyValue(key="service.name", value=_any_value("bench-agent"))
+        )
+        scope_spans = resource_spans.scope_spans.add()
+        scope_spans.scope.name = "bench.agent"
+        for item in items[start : start + size]:
+            body = item["body"]
+            span = scope_spans.spans.add()
+            span.trace_id = bytes.fromhex(body["trace_id"])
+            span.span_id = bytes.fromhex(body["span_id"])
+            span.name = f"execute_tool {body.get('tool') or 'unknown'}"
+            ended = datetime.fromisoformat(body["occurred_at"])
+            span.end_time_unix_nano = int(ended.timestamp() * 1e9)
+            span.start_time_unix_nano = span.end_time_unix_nano - body["duration_ms"] * 10**6
+            span.status.code = Status.STATUS_CODE_ERROR
+            span.status.message = body.get("message", "")
+            attributes = [("gen_ai.operation.name", "execute_tool")]
+            for key, value in body.items():
+                if key in ("trace_id", "span_id", "occurred_at", "message") or value in ("", None):
+                    continue
+                attributes.append((_SPAN_FIELDS.get(key, key), value))
+            span.attributes.extend(
+                KeyValue(key=key, value=_any_value(value)) for key, value in attributes
+            )
+        bodies.append(request.SerializeToString())
+    return bodies
+
+
 def encode_batches(items: list[dict[str, Any]], size: int) -> list[bytes]:
     return [
         json.dumps({"items": items[start : start + size]}, separators=(",", ":")).encode()
@@ -256,7 +336,13 @@ def benchmark_pids(server_pid: int) -> list[int]:
 
 
 def post_all(
-    port: int, key: str, bodies: list[bytes], connections: int, pids: list[int] | None = None
+    port: int,
+    key: str,
+    bodies: list[bytes],
+    connections: int,
+    pids: list[int] | None = None,
+    *,
+    otlp: bool = False,
 ) -> tuple[float, float, float, list[tuple[int, bytes, float]]]:
     """POST every body over `connections` connections.
 
@@ -266,7 +352,9 @@ def post_all(
     gunicorn's sync workers answer ``Connection: close``; http.client then reconnects by
     itself (a loopback connect costs well under a millisecond), gthread workers keep it open.
     """
-    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+    content_type = "application/x-protobuf" if otlp else "application/json"
+    headers = {"Authorization": f"Bearer {key}", "Content-Type": content_type}
+    url = OTLP_PATH if otlp else INGEST_PATH
     results: list[tuple[int, bytes, float]] = [(0, b"", 0.0)] * len(bodies)
     cursor = iter(range(len(bodies)))
     lock = threading.Lock()
@@ -284,7 +372,7 @@ def post_all(
                 if index is None:
                     return
                 started = time.perf_counter()
-                conn.request("POST", INGEST_PATH, body=bodies[index], headers=headers)
+                conn.request("POST", url, body=bodies[index], headers=headers)
                 response = conn.getresponse()
                 data = response.read()
                 results[index] = (response.status, data, time.perf_counter() - started)
@@ -312,6 +400,23 @@ def post_all(
     return elapsed, (busy_after - busy_before) / ticks, (ours_after - ours_before) / ticks, results
 
 
+def check_otlp_responses(results: list[tuple[int, bytes, float]]) -> list[str]:
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceResponse,
+    )
+
+    errors: list[str] = []
+    for number, (status, data, _) in enumerate(results):
+        try:
+            answer = ExportTraceServiceResponse.FromString(data) if status == 200 else None
+        except Exception:
+            answer = None
+        if answer is None or answer.HasField("partial_success"):
+            detail = str(answer.partial_success) if answer is not None else repr(data[:300])
+            errors.append(f"batch {number}: HTTP {status}: {detail}")
+    return errors
+
+
 def check_responses(results: list[tuple[int, bytes, float]], sizes: list[int]) -> list[str]:
     errors: list[str] = []
     for number, ((status, data, _), size) in enumerate(zip(results, sizes, strict=True)):
@@ -332,18 +437,26 @@ def check_responses(results: list[tuple[int, bytes, float]], sizes: list[int]) -
 
 def run_sender(args: argparse.Namespace) -> None:
     key = os.environ[KEY_ENV]
+    otlp = args.otlp_sender
+    encode = encode_otlp_batches if otlp else encode_batches
     items = build_items(args.records, prefix=args.prefix, seed=args.seed)
-    bodies = encode_batches(items, args.batch)
+    bodies = encode(items, args.batch)
     sizes = [min(args.batch, len(items) - start) for start in range(0, len(items), args.batch)]
     warm_items = build_items(WARMUP_BATCH * args.warmup, prefix=f"{args.prefix}-warm", seed=1)
-    warm_bodies = encode_batches(warm_items, WARMUP_BATCH)
+    warm_bodies = encode(warm_items, WARMUP_BATCH)
+
+    def check(results: list[tuple[int, bytes, float]], sizes: list[int]) -> list[str]:
+        return check_otlp_responses(results) if otlp else check_responses(results, sizes)
+
     errors: list[str] = []
     if warm_bodies:
-        _, _, _, warm = post_all(args.port, key, warm_bodies, args.connections)
-        errors += check_responses(warm, [WARMUP_BATCH] * len(warm_bodies))
+        _, _, _, warm = post_all(args.port, key, warm_bodies, args.connections, otlp=otlp)
+        errors += check(warm, [WARMUP_BATCH] * len(warm_bodies))
     pids = benchmark_pids(args.server_pid) if args.server_pid else []
-    seconds, cpu_busy, cpu_ours, results = post_all(args.port, key, bodies, args.connections, pids)
-    errors += check_responses(results, sizes)
+    seconds, cpu_busy, cpu_ours, results = post_all(
+        args.port, key, bodies, args.connections, pids, otlp=otlp
+    )
+    errors += check(results, sizes)
     latencies = sorted(latency for _, _, latency in results)
     report = {
         "records": len(items),
@@ -612,6 +725,7 @@ def measure(
                 f"{path}-{secrets.token_hex(3)}",
                 "--seed",
                 str(args.seed),
+                *(["--otlp-sender"] if path == "otlp" else []),
             ],
             cwd=ROOT,
             env={**env, KEY_ENV: key},
@@ -906,6 +1020,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
     parser.add_argument("--sweep", action="store_true", help="fast path under several configs")
     parser.add_argument("--skip-naive", action="store_true")
+    parser.add_argument("--skip-otlp", action="store_true", help="no OTLP path")
+    parser.add_argument("--otlp-sender", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--repeat", type=int, default=1, help="runs per path; the best counts")
     parser.add_argument("--profile", action="store_true", help="profile batch_ingest in-process")
     parser.add_argument("--profile-batches", type=int, default=5)
@@ -954,6 +1070,8 @@ def main() -> int:
     rows = []
     for _ in range(args.repeat):  # interleaved, so both paths see the same machine noise
         rows.append(run("fast", args.app, config, args.records))
+        if not args.skip_otlp:
+            rows.append(run("otlp", args.app, config, args.records))
         if not args.skip_naive:
             rows.append(run("naive", NAIVE_APP, config, args.naive_records))
     print(f"\nPostgreSQL {args.database_url}, batches of {args.batch}, cores: {os.cpu_count()}")
@@ -976,8 +1094,17 @@ def main() -> int:
         verdict.append(
             f"ratio {ratio:.2f}x >= {TARGET_RATIO:.0f}x: {'PASS' if ok_ratio else 'MISS'}"
         )
+    otlp = max((row for row in rows if row.path == "otlp"), key=lambda row: row.rate, default=None)
+    ok_otlp = True
+    if otlp is not None:
+        otlp_ratio = otlp.rate / fast.rate if fast.rate else 0.0
+        ok_otlp = otlp_ratio >= TARGET_OTLP_RATIO and otlp.consistent and not otlp.errors
+        print(f"ratio (otlp / fast) = {otlp_ratio:.2f}x")
+        verdict.append(
+            f"otlp {otlp_ratio:.2f}x >= {TARGET_OTLP_RATIO}x: {'PASS' if ok_otlp else 'MISS'}"
+        )
     print("check: " + "; ".join(verdict))
-    return 1 if args.strict and not (ok_rate and ok_ratio) else 0
+    return 1 if args.strict and not (ok_rate and ok_ratio and ok_otlp) else 0
 
 
 if __name__ == "__main__":

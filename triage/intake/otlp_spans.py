@@ -305,35 +305,35 @@ def _value(value: AnyValue, *, depth: int, budget: list[int], path: str) -> Any:
             "too_many_values", path, f"the span holds more than {MAX_SPAN_VALUES} values."
         )
     kind = value.WhichOneof("value")
-    if kind in ("array_value", "kvlist_value"):
-        if depth >= MAX_VALUE_DEPTH:
-            raise _Refuse(
-                "value_too_deep",
-                path,
-                f"an attribute value is nested deeper than {MAX_VALUE_DEPTH} levels.",
-            )
-        if kind == "array_value":
-            return [
-                _value(item, depth=depth + 1, budget=budget, path=path)
-                for item in value.array_value.values
-            ]
-        pairs: list[KeyValue] = list(value.kvlist_value.values)
-        return {
-            pair.key: _value(pair.value, depth=depth + 1, budget=budget, path=path)
-            for pair in pairs
-        }
+    # Scalars first: they are most of any span (this loop is the door's hot path).
     if kind == "string_value":
         return value.string_value
-    if kind == "bool_value":
-        return value.bool_value
     if kind == "int_value":
         return value.int_value
+    if kind == "bool_value":
+        return value.bool_value
     if kind == "double_value":
         number = value.double_value
         return number if math.isfinite(number) else str(number)  # JSON has no NaN
     if kind == "bytes_value":
         return {"bytes": len(value.bytes_value)}  # raw bytes are never stored
-    return None
+    if kind is None:
+        return None
+    if depth >= MAX_VALUE_DEPTH:
+        raise _Refuse(
+            "value_too_deep",
+            path,
+            f"an attribute value is nested deeper than {MAX_VALUE_DEPTH} levels.",
+        )
+    if kind == "array_value":
+        return [
+            _value(item, depth=depth + 1, budget=budget, path=path)
+            for item in value.array_value.values
+        ]
+    pairs: list[KeyValue] = list(value.kvlist_value.values)
+    return {
+        pair.key: _value(pair.value, depth=depth + 1, budget=budget, path=path) for pair in pairs
+    }
 
 
 def _timestamp(unix_nano: int) -> str:
