@@ -278,3 +278,28 @@ def test_a_span_ending_in_the_future_is_refused_by_the_native_rule(
     response = post(ingest_client, request.SerializeToString())
     assert answer(response).partial_success.rejected_spans == 1
     assert IngestRejection.objects.get().field == "body.occurred_at"
+
+
+def test_a_gzip_bomb_is_413_before_it_is_inflated(ingest_client: APIClient, settings: Any) -> None:
+    settings.TRIAGE_INGEST_MAX_BODY_BYTES = 64 * 1024
+    bomb = gzip.compress(bytes(8 * 1024 * 1024))  # 8 MB of zeros in about 8 KB
+    response = post(ingest_client, bomb, HTTP_CONTENT_ENCODING="gzip")
+    assert response.status_code == 413
+    assert b"body_too_large" in response.content
+    assert IngestBatch.objects.count() == 0
+
+
+def test_errors_are_a_google_rpc_status_in_the_request_encoding(make_api_key: Any) -> None:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION="Bearer td_000000000000_" + "x" * 32)
+    body = a_request(FAILING_CALLS["http_5xx"])
+    response = post(client, body.SerializeToString())
+    assert response.status_code == 401
+    assert response["Content-Type"] == PROTOBUF
+    assert response["WWW-Authenticate"].startswith("Bearer")
+    # google.rpc.Status: field 1 (code) = 16 UNAUTHENTICATED, field 2 the message.
+    assert response.content[:2] == b"\x08\x10"
+    assert b"invalid_api_key: Unknown API key." in response.content
+    response = post(client, otlp_json_bytes(body), content_type="application/json")
+    assert response.status_code == 401
+    assert response.json() == {"code": 16, "message": "invalid_api_key: Unknown API key."}
