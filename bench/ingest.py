@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/ingest.py [--records 20000] [--naive-records 1000] [--batch 500]
         [--database-url URL] [--workers 2] [--threads 1] [--connections 2] [--repeat N]
-        [--strict] [--skip-naive] [--sweep] [--profile] [--app module:callable]
+        [--strict] [--skip-naive] [--skip-otlp] [--sweep] [--profile] [--app module:callable]
 
 What one run does:
 
@@ -19,12 +19,18 @@ What one run does:
    times from the first request to the last response. Every response must be 200 with every
    item ``accepted``; afterwards the database must hold exactly the sent records, with
    group, bucket and facet counters adding up.
-3. Paths: **fast** is the app itself (``config.wsgi``, ``triage.ingest.batch_ingest``);
+3. Paths: **fast** is the app itself (``config.wsgi``, ``triage.intake.ingest.batch_ingest``);
    **naive** is ``bench/naive_app.py``, the same stack (middleware, API-key auth, parser,
    quota) doing the same per-item work one statement at a time with one DRF serializer per
    item. Both are served by the same gunicorn configuration.
-4. Prints records/s for both, the ratio, and PASS/MISS against the targets (>= 5,000
-   records/s, >= 3x the naive path). Misses only fail the exit status with ``--strict``.
+   **otlp** is the app itself again, fed the very same failures as OpenTelemetry spans
+   (``execute_tool <tool>`` spans with status ERROR, the failure's stage, reason and
+   collection as ``tool_call.*`` attributes, every other field as span attributes, nested
+   ones as key-value lists) in protobuf batches through ``POST /v1/traces``; every span must
+   be stored (no ``partial_success``) and the same database check applies.
+4. Prints records/s for each path, the ratios, and PASS/MISS against the targets (>= 5,000
+   records/s, >= 3x the naive path, OTLP >= 0.7x the native batch path). Misses only fail
+   the exit status with ``--strict``.
    The CPU columns say how much of the machine this run used and how much other
    processes took meanwhile: a busy machine makes every rate pessimistic. ``--repeat N``
    interleaves N runs per path and compares the best of each.
@@ -40,7 +46,7 @@ by itself, which costs well under a millisecond on loopback.
 prints where the time goes per batch (scrub, parse, classify, claim, bulk_create, group
 updates, bucket and facet upserts, SQL statement count) and the top 25 cProfile entries.
 ``--app`` serves another WSGI callable as the fast path, to measure a candidate change
-(e.g. a module on ``PYTHONPATH`` that patches ``triage.ingest``) against the naive path.
+(e.g. a module on ``PYTHONPATH`` that patches ``triage.intake.ingest``) against the naive path.
 
 ``--cardinality [SHAPES]`` measures how ingest cost follows the groups a batch touches: each
 shape TOOLSxCOLLECTIONSxREASONS draws every record's tool, collection and catalog reason at
@@ -87,6 +93,8 @@ TARGET_RATIO = 3.0
 FAST_APP = "config.wsgi:application"
 NAIVE_APP = "bench.naive_app:application"
 INGEST_PATH = "/api/v1/ingest"
+OTLP_PATH = "/v1/traces"
+TARGET_OTLP_RATIO = 0.7
 KEY_NAME = "bench"
 KEY_ENV = "TRIAGE_BENCH_KEY"
 WARMUP_BATCH = 50
@@ -314,6 +322,78 @@ def build_items(
     return items
 
 
+def _any_value(value: Any) -> Any:
+    from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+
+    if isinstance(value, dict):
+        out = AnyValue()
+        out.kvlist_value.values.extend(
+            KeyValue(key=key, value=_any_value(item)) for key, item in value.items()
+        )
+        return out
+    if isinstance(value, list):
+        out = AnyValue()
+        out.array_value.values.extend(_any_value(item) for item in value)
+        return out
+    if isinstance(value, bool):
+        return AnyValue(bool_value=value)
+    if isinstance(value, int):
+        return AnyValue(int_value=value)
+    if isinstance(value, float):
+        return AnyValue(double_value=value)
+    return AnyValue(string_value=str(value))
+
+
+# Failure fields that become the span itself or its tool_call.* attributes.
+_SPAN_FIELDS = {
+    "stage": "tool_call.failure.stage",
+    "reason": "tool_call.failure.reason",
+    "collection": "tool_call.collection",
+    "execution_state": "tool_call.execution_state",
+    "tool": "gen_ai.tool.name",
+}
+
+
+def encode_otlp_batches(items: list[dict[str, Any]], size: int) -> list[bytes]:
+    """The same failures as OTLP spans: one protobuf ExportTraceServiceRequest per batch."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+    from opentelemetry.proto.common.v1.common_pb2 import KeyValue
+    from opentelemetry.proto.trace.v1.trace_pb2 import Status
+
+    bodies = []
+    for start in range(0, len(items), size):
+        request = ExportTraceServiceRequest()
+        resource_spans = request.resource_spans.add()
+        resource_spans.resource.attributes.append(
+            KeyValue(key="service.name", value=_any_value("bench-agent"))
+        )
+        scope_spans = resource_spans.scope_spans.add()
+        scope_spans.scope.name = "bench.agent"
+        for item in items[start : start + size]:
+            body = item["body"]
+            span = scope_spans.spans.add()
+            span.trace_id = bytes.fromhex(body["trace_id"])
+            span.span_id = bytes.fromhex(body["span_id"])
+            span.name = f"execute_tool {body.get('tool') or 'unknown'}"
+            ended = datetime.fromisoformat(body["occurred_at"])
+            span.end_time_unix_nano = int(ended.timestamp() * 1e9)
+            span.start_time_unix_nano = span.end_time_unix_nano - body["duration_ms"] * 10**6
+            span.status.code = Status.STATUS_CODE_ERROR
+            span.status.message = body.get("message", "")
+            attributes = [("gen_ai.operation.name", "execute_tool")]
+            for key, value in body.items():
+                if key in ("trace_id", "span_id", "occurred_at", "message") or value in ("", None):
+                    continue
+                attributes.append((_SPAN_FIELDS.get(key, key), value))
+            span.attributes.extend(
+                KeyValue(key=key, value=_any_value(value)) for key, value in attributes
+            )
+        bodies.append(request.SerializeToString())
+    return bodies
+
+
 def encode_batches(items: list[dict[str, Any]], size: int) -> list[bytes]:
     return [
         json.dumps({"items": items[start : start + size]}, separators=(",", ":")).encode()
@@ -375,7 +455,13 @@ def benchmark_pids(server_pid: int) -> list[int]:
 
 
 def post_all(
-    port: int, key: str, bodies: list[bytes], connections: int, pids: list[int] | None = None
+    port: int,
+    key: str,
+    bodies: list[bytes],
+    connections: int,
+    pids: list[int] | None = None,
+    *,
+    otlp: bool = False,
 ) -> tuple[float, float, float, float, list[tuple[int, bytes, float]]]:
     """POST every body over `connections` connections.
 
@@ -386,7 +472,9 @@ def post_all(
     gunicorn's sync workers answer ``Connection: close``; http.client then reconnects by
     itself (a loopback connect costs well under a millisecond), gthread workers keep it open.
     """
-    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+    content_type = "application/x-protobuf" if otlp else "application/json"
+    headers = {"Authorization": f"Bearer {key}", "Content-Type": content_type}
+    url = OTLP_PATH if otlp else INGEST_PATH
     results: list[tuple[int, bytes, float]] = [(0, b"", 0.0)] * len(bodies)
     cursor = iter(range(len(bodies)))
     lock = threading.Lock()
@@ -404,7 +492,7 @@ def post_all(
                 if index is None:
                     return
                 started = time.perf_counter()
-                conn.request("POST", INGEST_PATH, body=bodies[index], headers=headers)
+                conn.request("POST", url, body=bodies[index], headers=headers)
                 response = conn.getresponse()
                 data = response.read()
                 results[index] = (response.status, data, time.perf_counter() - started)
@@ -440,6 +528,23 @@ def post_all(
     )
 
 
+def check_otlp_responses(results: list[tuple[int, bytes, float]]) -> list[str]:
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceResponse,
+    )
+
+    errors: list[str] = []
+    for number, (status, data, _) in enumerate(results):
+        try:
+            answer = ExportTraceServiceResponse.FromString(data) if status == 200 else None
+        except Exception:
+            answer = None
+        if answer is None or answer.HasField("partial_success"):
+            detail = str(answer.partial_success) if answer is not None else repr(data[:300])
+            errors.append(f"batch {number}: HTTP {status}: {detail}")
+    return errors
+
+
 def check_responses(results: list[tuple[int, bytes, float]], sizes: list[int]) -> list[str]:
     errors: list[str] = []
     for number, ((status, data, _), size) in enumerate(zip(results, sizes, strict=True)):
@@ -460,23 +565,29 @@ def check_responses(results: list[tuple[int, bytes, float]], sizes: list[int]) -
 
 def run_sender(args: argparse.Namespace) -> None:
     key = os.environ[KEY_ENV]
+    otlp = args.otlp_sender
+    encode = encode_otlp_batches if otlp else encode_batches
     shape = Shape.parse(args.shape) if args.shape else None
     items = build_items(args.records, prefix=args.prefix, seed=args.seed, shape=shape)
-    bodies = encode_batches(items, args.batch)
+    bodies = encode(items, args.batch)
     sizes = [min(args.batch, len(items) - start) for start in range(0, len(items), args.batch)]
     warm_items = build_items(
         WARMUP_BATCH * args.warmup, prefix=f"{args.prefix}-warm", seed=1, shape=shape
     )
-    warm_bodies = encode_batches(warm_items, WARMUP_BATCH)
+    warm_bodies = encode(warm_items, WARMUP_BATCH)
+
+    def check(results: list[tuple[int, bytes, float]], sizes: list[int]) -> list[str]:
+        return check_otlp_responses(results) if otlp else check_responses(results, sizes)
+
     errors: list[str] = []
     if warm_bodies:
-        warm = post_all(args.port, key, warm_bodies, args.connections)[-1]
-        errors += check_responses(warm, [WARMUP_BATCH] * len(warm_bodies))
+        warm = post_all(args.port, key, warm_bodies, args.connections, otlp=otlp)[-1]
+        errors += check(warm, [WARMUP_BATCH] * len(warm_bodies))
     pids = benchmark_pids(args.server_pid) if args.server_pid else []
     seconds, cpu_busy, cpu_ours, cpu_server, results = post_all(
-        args.port, key, bodies, args.connections, pids
+        args.port, key, bodies, args.connections, pids, otlp=otlp
     )
-    errors += check_responses(results, sizes)
+    errors += check(results, sizes)
     latencies = sorted(latency for _, _, latency in results)
     report = {
         "records": len(items),
@@ -767,6 +878,7 @@ def measure(
                 "--seed",
                 str(args.seed),
                 *(["--shape", shape.label] if shape is not None else []),
+                *(["--otlp-sender"] if path == "otlp" else []),
             ],
             cwd=ROOT,
             env={**env, KEY_ENV: key},
@@ -905,7 +1017,7 @@ def print_cardinality_table(rows: list[Measurement], shapes: list[Shape]) -> boo
 
 
 class _Phases:
-    """Accumulates wall time per named function while patched into triage.ingest."""
+    """Accumulates wall time per named function while patched into triage.intake.ingest."""
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = defaultdict(float)
@@ -925,7 +1037,7 @@ class _Phases:
 
     def patch(self, owner: Any, attribute: str, name: str | Callable[..., str]) -> None:
         original = getattr(owner, attribute, None)
-        if original is None:  # triage.ingest changed: report it, time the rest
+        if original is None:  # triage.intake.ingest changed: report it, time the rest
             self.missing.append(attribute)
             return
         setattr(owner, attribute, self.timed(name, original))
@@ -960,7 +1072,7 @@ def _profile_one(args: argparse.Namespace, shape: Shape | None) -> None:
     from django.db import connection
     from rest_framework.renderers import JSONRenderer
 
-    from triage import ingest
+    from triage.intake import ingest
     from triage.models import ApiKey, FailureRecord
 
     empty_tables(args.database_url)
@@ -1004,7 +1116,7 @@ def _profile_one(args: argparse.Namespace, shape: Shape | None) -> None:
     phases.patch(ingest, "body_hash", "  body_hash (HMAC of canonical JSON)")
     phases.patch(ingest, "scrub_payload", "  scrub_payload")
     for item_type in list(ingest._PARSERS):
-        phases.patch_item(ingest._PARSERS, item_type, "  parse (triage.normalize)")
+        phases.patch_item(ingest._PARSERS, item_type, "  parse (triage.intake.normalize)")
     phases.patch(ingest, "_claim", "claim: INSERT ingest items ON CONFLICT")
     phases.patch(ingest, "_store", "store (total)")
     phases.patch(ingest, "_policies_for", "  tool policies SELECT")
@@ -1033,7 +1145,7 @@ def _profile_one(args: argparse.Namespace, shape: Shape | None) -> None:
         "  envelope checks, dedupe (rest of prepare)": s["prepare (per item, total)"]
         - s["  body_hash (HMAC of canonical JSON)"]
         - s["  scrub_payload"]
-        - s["  parse (triage.normalize)"],
+        - s["  parse (triage.intake.normalize)"],
         "    build FailureRecord objects, deltas": s["  store failures (total)"]
         - s["    classify (triage.lanes)"]
         - s["    groups: SELECT by key, INSERT missing"]
@@ -1052,7 +1164,7 @@ def _profile_one(args: argparse.Namespace, shape: Shape | None) -> None:
         "batch_ingest",
         "prepare (per item, total)",
         "  scrub_payload",
-        "  parse (triage.normalize)",
+        "  parse (triage.intake.normalize)",
         "  body_hash (HMAC of canonical JSON)",
         "  envelope checks, dedupe (rest of prepare)",
         "claim: INSERT ingest items ON CONFLICT",
@@ -1080,7 +1192,7 @@ def _profile_one(args: argparse.Namespace, shape: Shape | None) -> None:
         share = "" if name.startswith(("request", "response")) else f"{100 * value / total:.1f}"
         print(f"{name:<46}{1000 * value:>10.1f}{1e6 * value / per_item:>9.1f}{share:>10}")
     if phases.missing:
-        print(f"(not found in triage.ingest, so not timed: {', '.join(phases.missing)})")
+        print(f"(not found in triage.intake.ingest, so not timed: {', '.join(phases.missing)})")
     print(
         f"SQL: {statements[0] / rounds:.0f} statements per batch, "
         f"{1000 * statements[1] / rounds:.1f} ms per batch waiting on PostgreSQL "
@@ -1123,6 +1235,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
     parser.add_argument("--sweep", action="store_true", help="fast path under several configs")
     parser.add_argument("--skip-naive", action="store_true")
+    parser.add_argument("--skip-otlp", action="store_true", help="no OTLP path")
+    parser.add_argument("--otlp-sender", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--repeat", type=int, default=1, help="runs per path; the best counts")
     parser.add_argument("--profile", action="store_true", help="profile batch_ingest in-process")
     parser.add_argument("--profile-batches", type=int, default=5)
@@ -1203,6 +1317,8 @@ def main() -> int:
     rows = []
     for _ in range(args.repeat):  # interleaved, so both paths see the same machine noise
         rows.append(run("fast", args.app, config, args.records))
+        if not args.skip_otlp:
+            rows.append(run("otlp", args.app, config, args.records))
         if not args.skip_naive:
             rows.append(run("naive", NAIVE_APP, config, args.naive_records))
     print(f"\nPostgreSQL {args.database_url}, batches of {args.batch}, cores: {os.cpu_count()}")
@@ -1225,8 +1341,17 @@ def main() -> int:
         verdict.append(
             f"ratio {ratio:.2f}x >= {TARGET_RATIO:.0f}x: {'PASS' if ok_ratio else 'MISS'}"
         )
+    otlp = max((row for row in rows if row.path == "otlp"), key=lambda row: row.rate, default=None)
+    ok_otlp = True
+    if otlp is not None:
+        otlp_ratio = otlp.rate / fast.rate if fast.rate else 0.0
+        ok_otlp = otlp_ratio >= TARGET_OTLP_RATIO and otlp.consistent and not otlp.errors
+        print(f"ratio (otlp / fast) = {otlp_ratio:.2f}x")
+        verdict.append(
+            f"otlp {otlp_ratio:.2f}x >= {TARGET_OTLP_RATIO}x: {'PASS' if ok_otlp else 'MISS'}"
+        )
     print("check: " + "; ".join(verdict))
-    return 1 if args.strict and not (ok_rate and ok_ratio) else 0
+    return 1 if args.strict and not (ok_rate and ok_ratio and ok_otlp) else 0
 
 
 def run_cardinality(args: argparse.Namespace, run: Callable[..., Measurement]) -> int:

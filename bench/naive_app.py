@@ -2,7 +2,7 @@
 
 Not part of the app: gunicorn serves it as ``bench.naive_app:application`` with the project's
 settings, database, middleware, API-key authentication, body parser and quota, on the same
-URL (``POST /api/v1/ingest``). Only the per-item work differs from ``triage.ingest``: every
+URL (``POST /api/v1/ingest``). Only the per-item work differs from ``triage.intake.ingest``: every
 failure item is scrubbed, parsed, classified, validated by its own DRF ModelSerializer and
 written one statement at a time (claim, tool policy, group, counters, buckets, facets, the
 record itself). It is naive but reasonable: the batch runs in one transaction, as the real
@@ -34,10 +34,12 @@ from rest_framework.response import Response  # noqa: E402
 from rest_framework.views import APIView  # noqa: E402
 
 from triage import taxonomy  # noqa: E402
-from triage.api_auth import ApiKeyAuthentication, HasIngestScope  # noqa: E402
-from triage.api_errors import InvalidBatch, QuotaExceeded  # noqa: E402
-from triage.api_parsers import IngestJSONParser  # noqa: E402
-from triage.ingest import body_hash  # noqa: E402
+from triage.intake.auth import ApiKeyAuthentication, HasIngestScope  # noqa: E402
+from triage.intake.errors import InvalidBatch, QuotaExceeded  # noqa: E402
+from triage.intake.ingest import body_hash  # noqa: E402
+from triage.intake.normalize import FailureFields, ItemError, parse_failure  # noqa: E402
+from triage.intake.parsers import IngestJSONParser  # noqa: E402
+from triage.intake.quota import quota_consume  # noqa: E402
 from triage.lanes import ToolFacts, classify  # noqa: E402
 from triage.models import (  # noqa: E402
     ApiKey,
@@ -50,8 +52,6 @@ from triage.models import (  # noqa: E402
     IngestItem,
     ToolPolicy,
 )
-from triage.normalize import FailureFields, ItemError, parse_failure  # noqa: E402
-from triage.quota import quota_consume  # noqa: E402
 from triage.scrub import ScrubError, scrub_payload  # noqa: E402
 from triage.serializers import FailureRecordSerializer  # noqa: E402
 

@@ -8,7 +8,7 @@ What one run does:
 1. Creates the database if it is missing (default
    ``postgres://postgres@127.0.0.1:5432/triage_scale``), migrates it and empties every
    triage table.
-2. Loads failure records up to each size in turn through ``triage.ingest.batch_ingest``,
+2. Loads failure records up to each size in turn through ``triage.intake.ingest.batch_ingest``,
    the write path of the ingest API (scrubbing, classification, claims, group counters,
    hourly buckets, facets), in batches of 1,000 from ``--jobs`` processes. The traffic is
    a fleet's month: the catalog's 9 stages and every catalog reason with a long tail
@@ -258,7 +258,7 @@ def _setup_django() -> None:
 def _load_chunk(task: tuple[int, int, int, str]) -> int:
     """One process's share: items [start, start + count) in batches; the records stored."""
     start, count, batch, now_iso = task
-    from triage.ingest import DESK_CHANNEL, DESK_OWNER, DESK_SOURCES, batch_ingest
+    from triage.intake.ingest import DESK_CHANNEL, DESK_OWNER, DESK_SOURCES, batch_ingest
 
     traffic = _traffic(now_iso)
     stored = 0

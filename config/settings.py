@@ -206,13 +206,13 @@ if env_bool("DJANGO_BEHIND_TLS_PROXY", False):
 # --- API -----------------------------------------------------------------------------------
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "triage.api_auth.ApiKeyAuthentication",
+        "triage.intake.auth.ApiKeyAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "EXCEPTION_HANDLER": "triage.api_errors.exception_handler",
+    "EXCEPTION_HANDLER": "triage.intake.errors.exception_handler",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Triage Desk API",

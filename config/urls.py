@@ -11,6 +11,7 @@ from django.views.decorators.http import require_http_methods, require_safe
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from learning.api_urls import urlpatterns as learning_api_urls
+from triage.intake.otlp import OtlpTracesApi
 from triage.urls import api_urlpatterns
 
 
@@ -36,6 +37,8 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("api/v1/", include((api_urlpatterns, "api"))),
+    # OTLP/HTTP's fixed path: OTel exporters append it to OTEL_EXPORTER_OTLP_ENDPOINT.
+    path("v1/traces", OtlpTracesApi.as_view(), name="otlp-traces"),
     path("api/v1/learning/", include((learning_api_urls, "learning-api"))),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path(

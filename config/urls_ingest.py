@@ -9,9 +9,11 @@ from __future__ import annotations
 from django.urls import include, path
 
 from config.urls import healthz
+from triage.intake.otlp import OtlpTracesApi
 from triage.urls import ingest_urlpatterns
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("api/v1/", include((ingest_urlpatterns, "api"))),
+    path("v1/traces", OtlpTracesApi.as_view(), name="otlp-traces"),
 ]

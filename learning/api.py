@@ -29,8 +29,8 @@ from rest_framework.views import APIView
 from learning.models import SuggestionStatus
 from learning.selectors import export_suggestions
 from qualitylab.models import Collection
-from triage.api_auth import HasReadScope
 from triage.collection_names import COLLECTION_NAME_MAX_LENGTH
+from triage.intake.auth import HasReadScope
 
 
 class SuggestionExportQuerySerializer(serializers.Serializer[None]):

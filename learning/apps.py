@@ -11,7 +11,7 @@ class LearningConfig(AppConfig):
         from learning.ingest import ITEM_TYPE, parse_attempt, store_attempts
         from learning.models import LearningAttempt
         from learning.services import collections_for_ids
-        from triage.ingest import ItemType, on_collections_seen, register_item_type
+        from triage.intake.ingest import ItemType, on_collections_seen, register_item_type
 
         register_item_type(ItemType(ITEM_TYPE, parse_attempt, store_attempts, LearningAttempt))
 

@@ -28,8 +28,8 @@ from django.db import transaction
 from graph_tool_call.learning import normalize_query_family, stable_hash
 
 from learning.models import AttemptSource, LearningAttempt
+from triage.intake.normalize import ItemError, _Reader
 from triage.models import IngestBatch
-from triage.normalize import ItemError, _Reader
 from triage.storable import replace_unstorable_text
 
 ITEM_TYPE = "learning_attempt"

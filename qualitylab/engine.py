@@ -88,7 +88,7 @@ execute  plan, then, before any request: mutation safety (a plan with a POST/PUT
          preflight (``auth_profile_missing`` / ``auth_context_required`` /
          ``auth_header_resolution_failed``). Then the plan runs through ``PlanRunner``
          over ``HttpExecutor``; non-2xx raises (``HTTP 404: Not Found``) and the status is
-         attached to the ``step.failed`` error, which ``triage.runner_events.
+         attached to the ``step.failed`` error, which ``triage.intake.runner_events.
          failure_from_runner_event`` classifies exactly as ingest does (401/403
          ``auth_failed``, 4xx, 5xx, timeouts, connection errors). Cleanup runs when a
          mutating step completed; ``cleanup/cleanup_failed`` is reported (as the case's
@@ -168,8 +168,8 @@ from graph_tool_call.plan import (
 from qualitylab import assertions as case_assertions
 from qualitylab.assertions import AssertionSet, CaseSpecError
 from triage import outbound, taxonomy
+from triage.intake.runner_events import failure_from_runner_event
 from triage.json_limits import DEFAULT_MAX_DEPTH, JSONTooDeep, loads_bounded
-from triage.runner_events import failure_from_runner_event
 from triage.storable import first_unstorable_text, may_hold_unstorable_text
 
 __all__ = [

@@ -32,7 +32,8 @@ from qualitylab.models import (
 )
 from triage import outbound
 from triage.collection_names import CollectionNameError, check_collection_name
-from triage.ingest import DESK_CHANNEL, DESK_OWNER, batch_ingest
+from triage.intake.ingest import DESK_CHANNEL, DESK_OWNER, batch_ingest
+from triage.intake.normalize import ItemError
 from triage.models import (
     AuditEvent,
     FailureGroup,
@@ -41,7 +42,6 @@ from triage.models import (
     RunnerEvent,
     ToolPolicy,
 )
-from triage.normalize import ItemError
 from triage.storable import replace_unstorable_text, storable_fields
 
 log = logging.getLogger(__name__)

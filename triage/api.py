@@ -1,102 +1,24 @@
-"""API views: batch ingest and read access to failures and groups."""
+"""API views: read access to failures and groups (the doors that write are in triage.intake)."""
 
 from __future__ import annotations
 
 from datetime import UTC
 from typing import Any
 
-from django.conf import settings
 from django.utils.dateparse import parse_datetime
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import generics
 from rest_framework.exceptions import NotFound
 from rest_framework.pagination import Cursor, CursorPagination
 from rest_framework.request import Request
-from rest_framework.response import Response
-from rest_framework.views import APIView
 
-from triage.api_auth import ApiKeyAuthentication, HasIngestScope, HasReadScope
-from triage.api_errors import InvalidBatch, LengthRequired, PayloadTooLarge, QuotaExceeded
-from triage.api_parsers import IngestJSONParser
-from triage.capacity import ingest_slot
-from triage.ingest import batch_ingest
-from triage.models import ApiKey
-from triage.quota import quota_consume
+from triage.intake.auth import HasReadScope
 from triage.selectors import FailureFilters, failures_list, groups_list
 from triage.serializers import (
     FailureFilterSerializer,
     FailureGroupSerializer,
     FailureRecordSerializer,
-    IngestRequestSerializer,
-    IngestResponseSerializer,
 )
-
-_ERROR = OpenApiResponse(description='{"error": {"code": ..., "message": ...}}')
-
-
-class IngestApi(APIView):
-    authentication_classes = [ApiKeyAuthentication]
-    permission_classes = [HasIngestScope]
-    parser_classes = [IngestJSONParser]
-
-    @extend_schema(
-        operation_id="ingest_batch",
-        summary="Ingest a batch of failures, runner events, receipts and audit events",
-        request=IngestRequestSerializer,
-        responses={
-            200: IngestResponseSerializer,
-            207: IngestResponseSerializer,
-            400: _ERROR,
-            401: _ERROR,
-            403: _ERROR,
-            411: _ERROR,
-            413: _ERROR,
-            429: _ERROR,
-            503: _ERROR,
-        },
-    )
-    def post(self, request: Request) -> Response:
-        with ingest_slot():
-            return self._ingest(request)
-
-    def _ingest(self, request: Request) -> Response:
-        if (
-            not request.META.get("CONTENT_LENGTH")
-            and "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower()
-        ):
-            # Django reads a body only as far as its Content-Length; without one, a chunked
-            # batch would look empty and get a misleading "invalid batch".
-            raise LengthRequired()
-        data = request.data
-        if not isinstance(data, dict) or "items" not in data:
-            raise InvalidBatch('The body must be {"items": [...]}.', code="invalid_batch")
-        items = data["items"]
-        if not isinstance(items, list):
-            raise InvalidBatch("items must be a list.", code="invalid_batch")
-        if not items:
-            raise InvalidBatch("items is empty.", code="empty_batch")
-        if len(items) > settings.TRIAGE_INGEST_MAX_ITEMS:
-            raise PayloadTooLarge(
-                f"A batch holds at most {settings.TRIAGE_INGEST_MAX_ITEMS} items.",
-                code="too_many_items",
-            )
-        api_key = request.auth
-        assert isinstance(api_key, ApiKey)  # HasIngestScope let only API keys through
-        retry_after = quota_consume(
-            api_key=api_key,
-            items=len(items),
-            body_bytes=getattr(request, "ingest_decoded_bytes", 0),
-        )
-        if retry_after is not None:
-            raise QuotaExceeded(wait=retry_after)
-        outcome = batch_ingest(
-            owner=api_key.owner,
-            items=items,
-            api_key=api_key,
-            channel="api",
-            body_bytes=getattr(request, "ingest_body_bytes", 0),
-        )
-        return Response(outcome.as_dict(), status=200 if outcome.all_stored else 207)
 
 
 class _NewestFirst(CursorPagination):

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 
 from django.conf import settings
 
-from triage.api_errors import IngestBusy
+from triage.intake.errors import IngestBusy
 
 _lock = threading.Lock()
 _slots: dict[int, threading.BoundedSemaphore] = {}

@@ -96,7 +96,7 @@ class IngestBatch(models.Model):
 
     api_key = models.ForeignKey(ApiKey, null=True, blank=True, on_delete=models.SET_NULL)
     owner = models.CharField(max_length=100)
-    channel = models.CharField(max_length=20, default="api")  # api | cli | quality_lab
+    channel = models.CharField(max_length=20, default="api")  # api | otlp | cli | quality_lab
     received_at = models.DateTimeField(default=timezone.now, db_index=True)
     item_count = models.PositiveIntegerField(default=0)
     accepted = models.PositiveIntegerField(default=0)
@@ -104,6 +104,8 @@ class IngestBatch(models.Model):
     conflicts = models.PositiveIntegerField(default=0)
     rejected = models.PositiveIntegerField(default=0)
     rejected_by_code = models.JSONField(default=dict)
+    # Entries a door counted and left out on purpose (OTLP spans that are not tool calls).
+    skipped = models.PositiveIntegerField(default=0)
     body_bytes = models.PositiveIntegerField(default=0)
     duration_ms = models.PositiveIntegerField(default=0)
 

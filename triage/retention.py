@@ -37,7 +37,7 @@ from django.db import IntegrityError, connection, models, transaction
 from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
-from triage.ingest import _row_sources
+from triage.intake.ingest import _row_sources
 from triage.models import (
     FailureGroup,
     FailureGroupBucket,

@@ -19,7 +19,7 @@ REVIEW_SUGGESTION = "learning.review_suggestion"
 
 
 def user_roles(user: Any) -> list[str]:
-    # An API key's principal (triage.api_auth) is authenticated but is no person: no groups.
+    # An API key's principal (triage.intake.auth) is authenticated but is no person: no groups.
     if not user.is_authenticated or not hasattr(user, "groups"):
         return []
     if user.is_superuser:

@@ -72,7 +72,7 @@ Calling ``scrub_trace_payload`` itself would break the boundary the other way:
   ``session_station_header_names: ["Authorization"]``, ``user_id_hash`` and LLM usage
   counters (``prompt_tokens``), and drops raw user ids instead of hashing them.
 * ``_RAW_PAYLOAD_KEY_RE`` matches ``result``; a receipt's ``result: "blocked"`` is a
-  contract code (``triage.normalize`` requires it), so short codes there are kept.
+  contract code (``triage.intake.normalize`` requires it), so short codes there are kept.
 * ``max_string=240`` and 100 list items: shorter than the limits above.
 * It misses provider keys (``sk-``, ``sk-ant-``, ``ghp_``, ``github_pat_``, ``AKIA``,
   ``xoxb-``, Stripe, Google, ...), PEM private keys (also cut ones), URLs with credentials,

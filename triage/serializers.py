@@ -16,7 +16,7 @@ from triage.models import FailureGroup, FailureRecord, GroupStatus
 
 
 class IngestItemSerializer(serializers.Serializer[Any]):
-    """Documents one item; items are validated by triage.normalize so that a bad item
+    """Documents one item; items are validated by triage.intake.normalize so that a bad item
     is rejected alone instead of failing the batch."""
 
     type = serializers.ChoiceField(

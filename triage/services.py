@@ -9,7 +9,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from triage.ingest import DESK_OWNER, owner_is_reserved
+from triage.intake.ingest import DESK_OWNER, owner_is_reserved
 from triage.models import (
     ApiKey,
     ApiKeyScope,

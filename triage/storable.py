@@ -31,7 +31,7 @@ from typing import Any
 from django.db import models
 from django.db.backends.base.operations import BaseDatabaseOperations
 
-from triage.normalize import (
+from triage.intake.normalize import (
     AuditEventFields,
     FailureFields,
     ItemError,

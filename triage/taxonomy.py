@@ -169,7 +169,7 @@ EXECUTION_STATE_MEANING: dict[str, str] = {
 
 SIDE_EFFECT_GRADES: tuple[str, ...] = ("read", "internal_write", "external_write", "privileged")
 
-SOURCES: tuple[str, ...] = ("runtime", "quality_lab", "learning", "log")
+SOURCES: tuple[str, ...] = ("runtime", "quality_lab", "learning", "log", "otlp")
 
 
 # --------------------------------------------------------------------------------------

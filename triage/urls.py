@@ -3,12 +3,13 @@ from __future__ import annotations
 from django.urls import path
 
 from triage import api, views, views_ingestion, views_receipts
+from triage.intake import native
 
 app_name = "triage"
 
 # The doors runtimes send to; the ingest pool (config/urls_ingest.py) serves only these.
 ingest_urlpatterns = [
-    path("ingest", api.IngestApi.as_view(), name="api-ingest"),
+    path("ingest", native.IngestApi.as_view(), name="api-ingest"),
 ]
 
 api_urlpatterns = [

@@ -11,7 +11,7 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from tests.factories import failure_item
-from triage.ingest import batch_ingest
+from triage.intake.ingest import batch_ingest
 from triage.models import ApiKey, FailureGroup, GroupStatus
 from triage.services import api_key_create
 

@@ -12,7 +12,7 @@ from playwright.sync_api import expect
 from learning import services
 from learning.models import Review, Suggestion, SuggestionStatus
 from tests.learning.conftest import attempt_item
-from triage.ingest import batch_ingest
+from triage.intake.ingest import batch_ingest
 
 pytestmark = [
     pytest.mark.browser,

@@ -13,7 +13,7 @@ from learning.models import LearningAttempt
 from qualitylab import demo, services
 from qualitylab.models import CaseRun, RunStatus
 from tests.factories import demo_collection, failure_item
-from triage.ingest import batch_ingest
+from triage.intake.ingest import batch_ingest
 
 pytestmark = [
     pytest.mark.browser,

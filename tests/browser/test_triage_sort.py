@@ -13,7 +13,7 @@ from playwright.sync_api import expect
 
 from tests.browser.conftest import PASSWORD
 from tests.factories import failure_item
-from triage.ingest import DESK_CHANNEL, DESK_OWNER, batch_ingest
+from triage.intake.ingest import DESK_CHANNEL, DESK_OWNER, batch_ingest
 from triage.roles import ensure_role_group
 
 pytestmark = [

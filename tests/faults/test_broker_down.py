@@ -42,7 +42,7 @@ from tests.factories import demo_collection, failure_item, receipt_item, run_set
 from tests.faults.processes import ROOT, CeleryWorker, base_env, wait_until
 from tests.faults.proxy import TcpProxy
 from tests.learning.conftest import attempt_item
-from triage.ingest import batch_ingest
+from triage.intake.ingest import batch_ingest
 from triage.models import FailureGroup
 
 pytestmark = pytest.mark.services("redis", "postgres")

@@ -14,7 +14,7 @@ from learning.models import Suggestion
 
 # The demo collection's engine, built once per session, as tests/qualitylab builds it.
 from tests.qualitylab.conftest import demo_built, demo_collection  # noqa: F401
-from triage.ingest import batch_ingest
+from triage.intake.ingest import batch_ingest
 
 _ids = itertools.count(1)
 

@@ -36,7 +36,7 @@ def test_a_second_derivation_of_the_same_attempts_counts_nothing(ingest_attempts
 
 
 def test_derivation_waits_for_the_commit(db: Any, django_capture_on_commit_callbacks: Any) -> None:
-    from triage.ingest import batch_ingest
+    from triage.intake.ingest import batch_ingest
 
     with mock.patch("learning.tasks.derive_suggestions.apply_async") as send:
         with django_capture_on_commit_callbacks() as callbacks:
@@ -225,7 +225,7 @@ def test_with_the_broker_down_attempts_wait_and_the_command_catches_up(
     from django.core.management import call_command
     from kombu.exceptions import OperationalError
 
-    from triage.ingest import batch_ingest
+    from triage.intake.ingest import batch_ingest
 
     with (
         mock.patch(

@@ -26,7 +26,7 @@ from qualitylab.models import (
 )
 from tests.factories import case_post, failure_item
 from tests.qualitylab.specs import LIST_PULLS_CASE, slash_spec_text
-from triage.ingest import batch_ingest
+from triage.intake.ingest import batch_ingest
 from triage.models import FailureGroup
 
 pytestmark = pytest.mark.django_db

@@ -3,7 +3,7 @@
 Hypothesis generates batches of 100 items of every type (failures, runner events, receipts,
 audit events, learning attempts), each carrying 1-4 secrets of 26 kinds
 (tests/security/scrub_strategies.py) in 11 positions and 11 encodings. 100 batches, 10,000
-payloads, go through the real write path: ``triage.ingest.batch_ingest`` or
+payloads, go through the real write path: ``triage.intake.ingest.batch_ingest`` or
 ``POST /api/v1/ingest``, the on-commit hooks, and the Celery task that ingest publishes
 (learning derivation: its message is published on kombu's in-memory transport, read back
 and run here as a worker would). Afterwards no needle of any planted secret may appear in:
@@ -54,7 +54,7 @@ from tests.security.scrub_strategies import (
     clean_corpus,
     in_sentence,
 )
-from triage.ingest import batch_ingest
+from triage.intake.ingest import batch_ingest
 from triage.models import FailureRecord
 from triage.scrub import ScrubLogFilter, scrub_payload, scrub_text
 
@@ -429,7 +429,7 @@ def test_log_lines_written_with_the_scrubbing_filter_hold_no_planted_secret(
     rng = random.Random(seed)
     text = in_sentence(rng, ENCODINGS[encoding](secret, rng))
     with _written_log() as written:
-        _log_with_secret(logging.getLogger("triage.ingest"), shape, secret, text)
+        _log_with_secret(logging.getLogger("triage.intake.ingest"), shape, secret, text)
     output = written.getvalue()
     assert output.strip()  # the line was written
     plant = Plant(secret, "-", "log line", shape, encoding, text)

@@ -59,7 +59,7 @@ from qualitylab import services as lab
 from qualitylab.models import CaseResult
 from tests.factories import case_post, failure_item, receipt_item
 from tests.learning.conftest import attempt_item
-from triage.ingest import batch_ingest
+from triage.intake.ingest import batch_ingest
 from triage.models import (
     ApiKey,
     BulkAction,
@@ -383,6 +383,17 @@ def _upload(name: str, content: Any) -> SimpleUploadedFile:
     return SimpleUploadedFile(name, json.dumps(content).encode(), "application/json")
 
 
+# One failing tool call in OTLP's JSON mapping (POST /v1/traces).
+OTLP_SPAN = {"resourceSpans": [{
+    "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "mtx"}}]},
+    "scopeSpans": [{"spans": [{
+        "traceId": "0af7651916cd43dd8448eb211c80319c", "spanId": "b7ad6b7169203331",
+        "name": "execute_tool getOrder", "status": {"code": 2, "message": "HTTP 503"},
+        "attributes": [{"key": "http.response.status_code", "value": {"intValue": "503"}}],
+    }]}],
+}]}  # fmt: skip
+
+
 SITE: dict[str, Row] = {
     "healthz": Row(lambda w: "/healthz", get=public()),
     "login": Row(lambda w: "/accounts/login/", get=public(), post=public(),
@@ -393,6 +404,8 @@ SITE: dict[str, Row] = {
     "api:api-ingest": Row(lambda w: "/api/v1/ingest", post=api("ingest", readers=None),
                           body=lambda w: {"items": [failure_item("mtx-ingest-1")]}, json=True,
                           kind="api"),
+    "otlp-traces": Row(lambda w: "/v1/traces", post=api("ingest", readers=None),
+                       body=lambda w: OTLP_SPAN, json=True, kind="api"),
     "api:api-failures": Row(lambda w: "/api/v1/failures", get=api("read", readers=READERS),
                             kind="api"),
     "api:api-groups": Row(lambda w: "/api/v1/groups", get=api("read", readers=READERS),

@@ -13,7 +13,7 @@ from django.core.management.base import CommandError
 from rest_framework.test import APIClient
 
 from tests.factories import failure_item, runner_event_item
-from triage.ingest import DESK_CHANNEL, DESK_OWNER, batch_ingest
+from triage.intake.ingest import DESK_CHANNEL, DESK_OWNER, batch_ingest
 from triage.models import ApiKey, FailureRecord, IngestRejection
 from triage.services import ApiKeyError, api_key_create
 

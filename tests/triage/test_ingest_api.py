@@ -218,7 +218,9 @@ def test_over_quota_is_429_with_retry_after(make_api_key: Any) -> None:
 
 
 def test_an_unreachable_database_is_503_with_retry_after(ingest_client: APIClient) -> None:
-    with mock.patch("triage.api.batch_ingest", side_effect=OperationalError("connection refused")):
+    with mock.patch(
+        "triage.intake.native.batch_ingest", side_effect=OperationalError("connection refused")
+    ):
         response = post(ingest_client, [failure_item()])
     assert response.status_code == 503
     assert response.json()["error"]["code"] == "database_unavailable"
@@ -428,7 +430,7 @@ def test_the_quota_counts_decompressed_bytes_too(make_api_key: Any, settings: An
     size = len(json.dumps({"items": [failure_item("q-1", message="x" * 3_000)]}))
     settings.TRIAGE_INGEST_QUOTA_BYTES_PER_MINUTE = 2 * size + 100  # gzip makes it ~100 bytes
     minute = timezone.now().replace(second=30)  # all three in the same quota window
-    with mock.patch("triage.quota.timezone.now", return_value=minute):
+    with mock.patch("triage.intake.quota.timezone.now", return_value=minute):
         assert send("q-1").status_code == 200
         assert send("q-2").status_code == 200
         response = send("q-3")

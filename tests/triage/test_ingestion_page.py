@@ -334,3 +334,34 @@ def test_adapter_reasons_are_listed_apart_from_the_unmapped_queue(viewer_client:
     assert '<td class="code">base_url_not_configured</td>' in adapter
     assert "its collection has no base URL" in adapter
     assert "lane-policy_blocked" in adapter
+
+
+def test_an_otlp_batch_shows_its_skipped_spans_and_refused_spans_with_why(
+    viewer_client: Client, make_api_key: Callable[..., str]
+) -> None:
+    from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+
+    from tests.triage.intake.otlp_helpers import FAILING_CALLS, export_request, record
+
+    request = export_request(record([FAILING_CALLS["http_5xx"], FAILING_CALLS["http_4xx"]]))
+    span = next(
+        s
+        for s in request.resource_spans[0].scope_spans[0].spans
+        if s.name == "execute_tool getOrder"
+    )
+    span.attributes.extend(KeyValue(key=f"k{n}", value=AnyValue(int_value=n)) for n in range(1000))
+    response = bearer(make_api_key()).post(
+        "/v1/traces", data=request.SerializeToString(), content_type="application/x-protobuf"
+    )
+    assert response.status_code == 200
+    batch = IngestBatch.objects.get()
+    html = viewer_client.get(URL).content.decode()
+    row = html[html.index(f'id="batch-{batch.pk}"') :]
+    row = row[: row.index("</tr>")]
+    assert ">otlp<" in row
+    assert "(2 skipped)" in row  # the chat span and the agent span
+    assert "too_many_attributes" in row
+    detail = viewer_client.get(f"{URL}?batch={batch.pk}").content.decode()
+    assert "2 skipped (spans that are not tool calls)" in detail
+    assert f"{span.trace_id.hex()}:{span.span_id.hex()}" in detail
+    assert "the limit is 256" in detail

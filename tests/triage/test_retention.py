@@ -27,7 +27,7 @@ from django.utils import timezone
 from qualitylab.models import CaseResult, CaseRun, Collection, CollectionVersion, QualityCase
 from tests.factories import failure_item, runner_event_item
 from triage import retention
-from triage.ingest import batch_ingest
+from triage.intake.ingest import batch_ingest
 from triage.models import (
     FailureGroup,
     FailureGroupBucket,

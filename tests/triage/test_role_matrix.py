@@ -10,7 +10,7 @@ from django.test import Client
 from django.utils import timezone
 
 from tests.factories import failure_item, receipt_item
-from triage.ingest import batch_ingest
+from triage.intake.ingest import batch_ingest
 from triage.models import ApiKey, BulkAction, FailureGroup, Receipt, ToolPolicy
 from triage.services import api_key_create
 

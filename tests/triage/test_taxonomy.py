@@ -331,7 +331,8 @@ def test_execution_states_parsed_from_seed_004_are_the_taxonomy_states(seed_004:
 
 def test_side_effect_grades_and_sources_are_exact() -> None:
     assert SIDE_EFFECT_GRADES == ("read", "internal_write", "external_write", "privileged")
-    assert SOURCES == ("runtime", "quality_lab", "learning", "log")
+    # `otlp`: records that arrived as OpenTelemetry spans through POST /v1/traces.
+    assert SOURCES == ("runtime", "quality_lab", "learning", "log", "otlp")
 
 
 def test_side_effect_grades_named_in_seed_004_checklist(seed_004: str) -> None:

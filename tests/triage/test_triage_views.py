@@ -10,7 +10,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from tests.factories import failure_item
-from triage.ingest import DESK_CHANNEL, DESK_OWNER, batch_ingest
+from triage.intake.ingest import DESK_CHANNEL, DESK_OWNER, batch_ingest
 from triage.models import BulkAction, FailureGroup, GroupEvent, GroupStatus
 from triage.services import group_act
 
@@ -797,3 +797,19 @@ def test_row_timestamps_from_any_database_cursor_are_aware(raw: str) -> None:
     expected = datetime(2026, 12, 1, 10, tzinfo=UTC)
     assert _moment(raw) == expected
     assert _moment(datetime.fromisoformat(raw)) == expected
+
+
+def test_the_source_filter_shows_failures_that_came_as_otlp_spans(
+    traffic: Any, client_as: Any
+) -> None:
+    from tests.triage.intake.otlp_helpers import FAILING_CALLS, export_request, record
+
+    body = export_request(record([FAILING_CALLS["timeout"]])).SerializeToString()
+    response = traffic.post("/v1/traces", data=body, content_type="application/x-protobuf")
+    assert response.status_code == 200
+    client = client_as("viewer")
+    otlp = client.get("/?source=otlp").context["overview"]
+    assert {(row.reason, row.count) for s in otlp.sections for row in s.rows} == {("timeout", 1)}
+    runtime = client.get("/?source=runtime").context["overview"]
+    assert "timeout" not in {row.reason for s in runtime.sections for row in s.rows}
+    assert 'value="otlp"' in client.get("/").content.decode()

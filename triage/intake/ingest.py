@@ -16,7 +16,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -24,6 +24,18 @@ from django.db.models import JSONField, Model, Q
 from django.utils import timezone
 
 from triage import taxonomy
+from triage.intake.normalize import (
+    ITEM_TYPES,
+    AuditEventFields,
+    FailureFields,
+    ItemError,
+    ReceiptFields,
+    RunnerEventFields,
+    parse_audit_event,
+    parse_failure,
+    parse_receipt,
+    parse_runner_event,
+)
 from triage.lanes import ToolFacts, classify, classify_receipt
 from triage.models import (
     ApiKey,
@@ -42,18 +54,6 @@ from triage.models import (
     RejectionCount,
     RunnerEvent,
     ToolPolicy,
-)
-from triage.normalize import (
-    ITEM_TYPES,
-    AuditEventFields,
-    FailureFields,
-    ItemError,
-    ReceiptFields,
-    RunnerEventFields,
-    parse_audit_event,
-    parse_failure,
-    parse_receipt,
-    parse_runner_event,
 )
 from triage.scrub import ScrubError, scrub_payload
 from triage.storable import (
@@ -167,6 +167,19 @@ class BatchOutcome:
             "rejected": self.count(REJECTED) + self.count(CONFLICT),
             "items": [item.as_dict() for item in self.items],
         }
+
+
+class RefusedItem(Protocol):
+    """An entry a door could not turn into an item (an unreadable OTLP span)."""
+
+    @property
+    def index(self) -> int: ...
+    @property
+    def item_type(self) -> str: ...
+    @property
+    def client_id(self) -> str: ...
+    @property
+    def error(self) -> ItemError: ...
 
 
 @dataclass
@@ -330,14 +343,23 @@ def batch_ingest(
     api_key: ApiKey | None = None,
     channel: str = "api",
     body_bytes: int = 0,
+    item_indexes: Sequence[int] | None = None,
+    refused: Sequence[RefusedItem] = (),
+    skipped: int = 0,
 ) -> BatchOutcome:
+    """Store a batch. A door that reads its own format (OTLP) passes where each item sat in
+    what the client sent (`item_indexes`), the entries it could not read (`refused`,
+    recorded like any rejection) and how many it skipped on purpose (`skipped`)."""
     started = time.monotonic()
     now = timezone.now()
     prepared: list[_Prepared] = []
-    rejected: list[_Rejected] = []
+    rejected: list[_Rejected] = [
+        _Rejected(r.index, r.item_type, r.client_id, r.error) for r in refused
+    ]
     seen_in_batch: dict[tuple[str, str], str] = {}
     duplicates_in_batch: list[_Prepared] = []
-    for index, item in enumerate(items):
+    for position, item in enumerate(items):
+        index = position if item_indexes is None else item_indexes[position]
         result = _prepare(index, item, now=now)
         if channel != DESK_CHANNEL and isinstance(result, _Prepared):
             result = _refuse_desk_claims(result, owner=owner)
@@ -360,7 +382,8 @@ def batch_ingest(
             owner=owner,
             channel=channel,
             received_at=now,
-            item_count=len(items),
+            item_count=len(items) + len(refused) + skipped,
+            skipped=skipped,
             body_bytes=body_bytes,
         )
         claimed, duplicates, conflicts = _claim(batch=batch, owner=owner, prepared=prepared)

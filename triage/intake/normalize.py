@@ -17,8 +17,8 @@ from django.utils.dateparse import parse_datetime
 
 from triage import taxonomy
 from triage.collection_names import INVALID_COLLECTION_NAME, collection_name_problem
+from triage.intake.runner_events import failure_from_runner_event
 from triage.lanes import Sent
-from triage.runner_events import failure_from_runner_event
 
 ITEM_TYPES = ("failure", "runner_event", "receipt", "audit_event")
 _CODE_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,100}$")

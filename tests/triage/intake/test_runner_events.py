@@ -32,7 +32,7 @@ from graph_tool_call.plan.runner import (
 )
 from graph_tool_call.plan.schema import Plan, PlanStep
 
-from triage.runner_events import FAILURE_EVENT_TYPES, failure_from_runner_event
+from triage.intake.runner_events import FAILURE_EVENT_TYPES, failure_from_runner_event
 
 CLIENT_TIMEOUT_SECONDS = 0.3
 ENGINE_VERSION = "0.47.0"

@@ -1,4 +1,4 @@
-"""Reads an ingest body with hard limits, before and after gzip decompression."""
+"""Reads an ingest body with hard limits, before and after gzip decompression (both doors)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 from django.conf import settings
 from rest_framework.parsers import BaseParser
 
-from triage.api_errors import InvalidBatch, PayloadTooLarge
+from triage.intake.errors import InvalidBatch, PayloadTooLarge
 from triage.json_limits import JSONTooDeep, loads_bounded
 
 _CHUNK = 64 * 1024
@@ -49,6 +49,30 @@ def _gunzip_limited(data: bytearray, limit: int) -> bytearray:
     return out
 
 
+def read_body(stream: Any, parser_context: Mapping[str, Any] | None) -> bytearray:
+    """The request body, decompressed, within TRIAGE_INGEST_MAX_BODY_BYTES before and after
+    gzip; every door reads its body through here. Notes the sizes on the request."""
+    limit = settings.TRIAGE_INGEST_MAX_BODY_BYTES
+    request = (parser_context or {}).get("request")
+    meta = request.META if request is not None else {}
+    declared = meta.get("CONTENT_LENGTH") or "0"
+    if declared.isdigit() and int(declared) > limit:
+        raise PayloadTooLarge(f"The body is larger than {limit} bytes.")
+    raw = _read_limited(stream, limit) if stream is not None else bytearray()
+    if request is not None:
+        request.ingest_body_bytes = len(raw)
+    encoding = meta.get("HTTP_CONTENT_ENCODING", "").strip().lower()
+    if encoding in ("gzip", "deflate"):
+        raw = _gunzip_limited(raw, limit)
+    elif encoding not in ("", "identity"):
+        raise InvalidBatch(
+            "Content-Encoding must be gzip, deflate or identity.", code="unsupported_encoding"
+        )
+    if request is not None:
+        request.ingest_decoded_bytes = len(raw)
+    return raw
+
+
 class IngestJSONParser(BaseParser):
     media_type = "application/json"
 
@@ -58,24 +82,7 @@ class IngestJSONParser(BaseParser):
         media_type: str | None = None,
         parser_context: Mapping[str, Any] | None = None,
     ) -> Any:
-        limit = settings.TRIAGE_INGEST_MAX_BODY_BYTES
-        request = (parser_context or {}).get("request")
-        meta = request.META if request is not None else {}
-        declared = meta.get("CONTENT_LENGTH") or "0"
-        if declared.isdigit() and int(declared) > limit:
-            raise PayloadTooLarge(f"The body is larger than {limit} bytes.")
-        raw = _read_limited(stream, limit) if stream is not None else bytearray()
-        if request is not None:
-            request.ingest_body_bytes = len(raw)
-        encoding = meta.get("HTTP_CONTENT_ENCODING", "").strip().lower()
-        if encoding in ("gzip", "deflate"):
-            raw = _gunzip_limited(raw, limit)
-        elif encoding not in ("", "identity"):
-            raise InvalidBatch(
-                "Content-Encoding must be gzip, deflate or identity.", code="unsupported_encoding"
-            )
-        if request is not None:
-            request.ingest_decoded_bytes = len(raw)
+        raw = read_body(stream, parser_context)
         try:
             return loads_bounded(raw, max_depth=settings.TRIAGE_JSON_MAX_DEPTH)
         except JSONTooDeep as exc:

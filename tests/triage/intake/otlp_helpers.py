@@ -1,0 +1,105 @@
+"""Spans recorded by the real OpenTelemetry SDK, as an instrumented agent would emit them."""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from google.protobuf import json_format
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import Status, StatusCode
+
+SERVICE = "shop-agent"
+BEARER = "Bearer sk-live-4f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c"
+EMAIL = "kim.minji@example.com"
+
+
+@dataclass
+class ToolCall:
+    """One tool call as a GenAI-instrumented agent records it."""
+
+    tool: str
+    method: str = "GET"
+    status: int | None = None  # the HTTP answer, when there was one
+    exception: BaseException | None = None
+    ok: bool = False
+    attributes: dict[str, Any] = field(default_factory=dict)
+
+
+FAILING_CALLS = {
+    "http_5xx": ToolCall("getDelivery", status=503),
+    "auth_failed": ToolCall("getProfile", status=401),
+    "http_4xx": ToolCall("getOrder", status=404),
+    "timeout": ToolCall("sendInvoice", method="POST", exception=TimeoutError("read timed out")),
+    "network_error": ToolCall(
+        "listRefunds", exception=ConnectionRefusedError(111, "Connection refused")
+    ),
+}
+
+
+def record(
+    calls: list[ToolCall], *, chat: bool = True, service: str = SERVICE
+) -> list[ReadableSpan]:
+    """Run the calls under one agent span; a chat span beside them unless told otherwise."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(
+        resource=Resource.create({"service.name": service, "service.version": "2.3.1"})
+    )
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("shop.agent.tools", "0.9.0")
+    with tracer.start_as_current_span("invoke_agent shop"):
+        if chat:
+            with tracer.start_as_current_span("chat gpt-4o") as span:
+                span.set_attribute("gen_ai.operation.name", "chat")
+                span.set_status(Status(StatusCode.ERROR, "the model refused"))
+        for call in calls:
+            with tracer.start_as_current_span(
+                f"execute_tool {call.tool}", record_exception=False, set_status_on_exception=False
+            ) as span:
+                span.set_attribute("gen_ai.operation.name", "execute_tool")
+                span.set_attribute("gen_ai.tool.name", call.tool)
+                span.set_attribute("gen_ai.tool.call.id", f"call-{call.tool}")
+                span.set_attribute("http.request.method", call.method)
+                for key, value in call.attributes.items():
+                    span.set_attribute(key, value)
+                if call.status is not None:
+                    span.set_attribute("http.response.status_code", call.status)
+                if call.ok:
+                    span.set_status(Status(StatusCode.OK))
+                    continue
+                if call.exception is not None:
+                    span.record_exception(call.exception)
+                    span.set_attribute("error.type", type(call.exception).__qualname__)
+                    span.set_status(Status(StatusCode.ERROR, str(call.exception)))
+                else:
+                    span.set_attribute("error.type", str(call.status))
+                    span.set_status(Status(StatusCode.ERROR, f"HTTP {call.status}"))
+    provider.shutdown()
+    return list(exporter.get_finished_spans())
+
+
+def export_request(spans: list[ReadableSpan]) -> ExportTraceServiceRequest:
+    return encode_spans(spans)
+
+
+def otlp_json(request: ExportTraceServiceRequest) -> dict[str, Any]:
+    """OTLP's JSON mapping of a request: protobuf's JSON with ids in hex, not base64."""
+    data = json_format.MessageToDict(request)
+    for resource_spans in data.get("resourceSpans", []):
+        for scope_spans in resource_spans.get("scopeSpans", []):
+            for span in scope_spans.get("spans", []):
+                for key in ("traceId", "spanId", "parentSpanId"):
+                    if key in span:
+                        span[key] = base64.b64decode(span[key]).hex()
+    return data
+
+
+def otlp_json_bytes(request: ExportTraceServiceRequest) -> bytes:
+    return json.dumps(otlp_json(request)).encode()

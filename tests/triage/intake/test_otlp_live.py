@@ -1,0 +1,132 @@
+"""The real OpenTelemetry SDK exports to a live desk (gunicorn, as deployed) over HTTP, once
+with its protobuf exporter and once as OTLP JSON built from the same spans."""
+
+from __future__ import annotations
+
+import urllib.request
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from django.apps import apps
+from opentelemetry.exporter.otlp.proto.http import Compression
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExportResult
+
+from tests.faults.processes import Gunicorn, base_env
+from tests.triage.intake.otlp_helpers import (
+    BEARER,
+    EMAIL,
+    FAILING_CALLS,
+    ToolCall,
+    export_request,
+    otlp_json_bytes,
+    record,
+)
+from triage.models import FailureRecord, IngestBatch, RunnerEvent
+
+pytestmark = [pytest.mark.services("postgres"), pytest.mark.django_db(transaction=True)]
+
+# (stage, lane) each failing call must land in; the tool is the call's own.
+EXPECTED = {
+    "http_5xx": ("execute", "retry_safe"),  # a read that got 503
+    "auth_failed": ("execute", "policy_blocked"),
+    "http_4xx": ("execute", "input_stale"),
+    "timeout": ("execute", "reconcile_first"),  # a POST whose answer never came
+    "network_error": ("execute", "retry_safe"),  # refused: the request never left
+}
+
+
+@pytest.fixture(scope="module")
+def server(
+    django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Gunicorn]:
+    with Gunicorn.serving(env=base_env(), log_dir=tmp_path_factory.mktemp("gunicorn")) as gunicorn:
+        yield gunicorn
+
+
+def protobuf_export(port: int, key: str) -> Callable[[list[ReadableSpan]], None]:
+    exporter = OTLPSpanExporter(
+        endpoint=f"http://127.0.0.1:{port}/v1/traces",
+        headers={"Authorization": f"Bearer {key}"},
+        compression=Compression.Gzip,
+        timeout=30,
+    )
+
+    def export(spans: list[ReadableSpan]) -> None:
+        assert exporter.export(spans) == SpanExportResult.SUCCESS
+
+    return export
+
+
+def json_export(port: int, key: str) -> Callable[[list[ReadableSpan]], None]:
+    def export(spans: list[ReadableSpan]) -> None:
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}/v1/traces",
+            data=otlp_json_bytes(export_request(spans)),
+            headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+            method="POST",
+        )
+        with urllib.request.urlopen(request, timeout=30) as response:
+            assert response.status == 200
+            assert response.read() == b"{}"  # no partial_success: nothing refused
+
+    return export
+
+
+def stored_text() -> str:
+    """Everything the desk's apps hold, as text."""
+    rows = []
+    for model in apps.get_models():
+        if model._meta.app_label in ("triage", "learning", "qualitylab"):
+            rows += [repr(row) for row in model._default_manager.values()]
+    return "\n".join(rows)
+
+
+@pytest.mark.parametrize("encoding", ["protobuf", "json"])
+def test_an_instrumented_agent_lands_its_failing_tool_calls_classified(
+    server: Gunicorn, make_api_key: Callable[..., str], encoding: str
+) -> None:
+    key = make_api_key()
+    send = (protobuf_export if encoding == "protobuf" else json_export)(server.port, key)
+    secret_call = ToolCall(
+        "getDelivery",
+        status=503,
+        attributes={"http.request.header.authorization": BEARER, "enduser.email": EMAIL},
+    )
+    calls = [
+        secret_call,
+        *(call for reason, call in FAILING_CALLS.items() if reason != "http_5xx"),
+        ToolCall("getCatalog", status=200, ok=True),
+    ]
+    spans = record(calls)
+    send(spans)
+    send(spans)  # the exporter's retry of the same spans
+
+    records = {record.reason: record for record in FailureRecord.objects.all()}
+    assert FailureRecord.objects.count() == len(FAILING_CALLS)
+    for reason, (stage, lane) in EXPECTED.items():
+        landed = records[reason]
+        assert (landed.stage, landed.lane, landed.tool) == (stage, lane, FAILING_CALLS[reason].tool)
+        assert landed.source == "otlp" and landed.collection == "shop-agent"
+        assert landed.plan_id and len(landed.step_id) == 16
+    assert records["timeout"].execution_state == "started_unknown"
+    assert records["network_error"].execution_state == "not_started"
+    assert records["http_5xx"].extra["otlp"]["service_version"] == "2.3.1"
+    assert records["http_5xx"].extra["otlp"]["scope"] == {
+        "name": "shop.agent.tools",
+        "version": "0.9.0",
+    }
+    # The success counts toward success rates; the chat and agent spans are not stored.
+    assert list(RunnerEvent.objects.values_list("event_type", "tool")) == [
+        ("step.completed", "getCatalog")
+    ]
+    first, retry = IngestBatch.objects.order_by("id")
+    assert (first.accepted, first.skipped, first.channel) == (6, 2, "otlp")
+    assert (retry.accepted, retry.duplicates) == (0, 6)
+
+    text = stored_text()
+    assert BEARER.split()[1] not in text
+    assert EMAIL not in text
+    assert "http.request.header.authorization" in text  # the attribute is kept, scrubbed
