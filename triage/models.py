@@ -584,3 +584,29 @@ class RetentionRun(models.Model):
     @property
     def is_finished(self) -> bool:
         return self.status != RetentionStatus.RUNNING
+
+
+class PersonPreference(models.Model):
+    """What one person chose for how the pages read: their time zone and their language.
+
+    Blank means "not chosen": the browser's time zone and the browser's Accept-Language
+    apply until the person picks. Stored per user so a choice follows them across browsers.
+    """
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="preference"
+    )
+    time_zone = models.CharField(max_length=64, blank=True, default="")
+    language = models.CharField(max_length=16, blank=True, default="")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        zone = self.time_zone or "browser zone"
+        return f"{self.user} ({zone}, {self.language or 'browser language'})"
+
+    @classmethod
+    def for_user(cls, user: object) -> PersonPreference | None:
+        """The stored preference of a signed-in user, or None (nothing chosen yet)."""
+        if not getattr(user, "is_authenticated", False):
+            return None
+        return cls.objects.filter(user=user).first()
