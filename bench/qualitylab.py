@@ -40,7 +40,9 @@ graph-tool-call's own build (``json.loads`` of the file, then
 the upload page or the CLI does it, then ``version_build`` as the worker does it: parse,
 build, hash, compress, store). It prints each one's seconds and peak memory (the process's
 ``ru_maxrss``), where the import's time goes, and the ratio of the worker's build to the
-engine's own build against the target (at most 1.2x). ``--repeat N``: best of N rounds.
+engine's own build against the target (at most 1.2x), judged on CPU time: what each process
+spent on a core, which other jobs on a shared machine do not inflate (wall-clock seconds and
+their ratio are printed beside it). ``--repeat N``: best of N rounds.
 
 ``--profile`` then runs the same cases once more in this process through
 ``services.run_execute`` (no queue) and prints where the time of each case goes: the
@@ -55,6 +57,7 @@ import argparse
 import contextlib
 import copy
 import os
+import resource
 import secrets
 import shutil
 import signal
@@ -581,11 +584,16 @@ def large_spec_path(given: str, scratch: Path) -> tuple[Path, str]:
 
 
 def _peak_mb() -> float:
-    import resource
-
     # Linux reports kilobytes; macOS bytes.
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak / 1024 / (1024 if sys.platform == "darwin" else 1)
+
+
+def _cpu_seconds() -> float:
+    """CPU time this process has run (user + system): what other jobs on a shared machine
+    do not inflate, unlike wall-clock seconds."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def large_spec_child(which: str, path: Path, name: str) -> dict[str, Any]:
@@ -596,12 +604,12 @@ def large_spec_child(which: str, path: Path, name: str) -> dict[str, Any]:
         from graph_tool_call.graphify import build_openapi_collection_artifact
 
         base_mb = _peak_mb()
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), _cpu_seconds()
         spec = json.loads(path.read_text(encoding="utf-8"))
         artifact = build_openapi_collection_artifact(spec, allow_private_hosts=False)
-        seconds = time.perf_counter() - started
-        return {"seconds": seconds, "peak_mb": _peak_mb(), "base_mb": base_mb,
-                "tools": len(artifact.get("tools") or {})}  # fmt: skip
+        seconds, cpu = time.perf_counter() - started, _cpu_seconds() - cpu_started
+        return {"seconds": seconds, "cpu_seconds": cpu, "peak_mb": _peak_mb(),
+                "base_mb": base_mb, "tools": len(artifact.get("tools") or {})}  # fmt: skip
 
     import django
 
@@ -636,14 +644,15 @@ def large_spec_child(which: str, path: Path, name: str) -> dict[str, Any]:
     CollectionVersion.compress = staticmethod(  # type: ignore[method-assign]
         timed("compress", CollectionVersion.compress)
     )
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), _cpu_seconds()
     built = services.version_build(version_id=version.pk)
-    build_seconds = time.perf_counter() - started
+    build_seconds, build_cpu = time.perf_counter() - started, _cpu_seconds() - cpu_started
     if built is None or built.status != "ready":
         raise SystemExit(f"the import failed: {built and built.error}")
     spent["the rest (copies, store)"] = build_seconds - sum(spent.values())
     return {
         "seconds": build_seconds,
+        "cpu_seconds": build_cpu,
         "create_seconds": create_seconds,
         "peak_mb": _peak_mb(),
         "base_mb": base_mb,
@@ -681,26 +690,27 @@ def large_spec_main(args: argparse.Namespace) -> int:
                 ).stdout
                 result = json.loads(output.strip().splitlines()[-1])
                 print(
-                    f"  attempt {attempt}: {which:<6} {result['seconds']:7.2f} s, "
-                    f"peak {result['peak_mb']:6.0f} MB"
+                    f"  attempt {attempt}: {which:<6} {result['seconds']:7.2f} s "
+                    f"({result['cpu_seconds']:7.2f} s CPU), peak {result['peak_mb']:6.0f} MB"
                 )
-                if which not in best or result["seconds"] < best[which]["seconds"]:
+                if which not in best or result["cpu_seconds"] < best[which]["cpu_seconds"]:
                     best[which] = result
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     engine_run, desk_run = best["engine"], best["desk"]
-    ratio = desk_run["seconds"] / engine_run["seconds"]
+    wall_ratio = desk_run["seconds"] / engine_run["seconds"]
+    ratio = desk_run["cpu_seconds"] / engine_run["cpu_seconds"]
     rounds = f" (best of {args.repeat})" if args.repeat > 1 else ""
     print()
-    print(f"{'path' + rounds:<48} {'seconds':>8} {'peak MB':>8} {'tools':>6}")
-    print(
-        f"{'graph-tool-call build (json.loads + build)':<48} {engine_run['seconds']:>8.2f} "
-        f"{engine_run['peak_mb']:>8.0f} {engine_run['tools']:>6}"
-    )
-    print(
-        f"{'Quality Lab worker build (version_build)':<48} {desk_run['seconds']:>8.2f} "
-        f"{desk_run['peak_mb']:>8.0f} {desk_run['tools']:>6}"
-    )
+    print(f"{'path' + rounds:<48} {'seconds':>8} {'CPU s':>8} {'peak MB':>8} {'tools':>6}")
+    for label, run in (
+        ("graph-tool-call build (json.loads + build)", engine_run),
+        ("Quality Lab worker build (version_build)", desk_run),
+    ):
+        print(
+            f"{label:<48} {run['seconds']:>8.2f} {run['cpu_seconds']:>8.2f} "
+            f"{run['peak_mb']:>8.0f} {run['tools']:>6}"
+        )
     print(
         f"{'  before it, the upload check (parse, store)':<48} {desk_run['create_seconds']:>8.2f}"
     )
@@ -711,7 +721,11 @@ def large_spec_main(args: argparse.Namespace) -> int:
         f"takes {desk_run['base_mb']:.0f} MB), engine alone {engine_run['peak_mb']:.0f} MB "
         f"({engine_run['base_mb']:.0f} MB before the build); spec {size / 1_000_000:.1f} MB"
     )
-    print(f"ratio (worker build / graph-tool-call's own build): {ratio:.2f}x")
+    print(
+        f"ratio (worker build / graph-tool-call's own build): {ratio:.2f}x in CPU time, "
+        f"{wall_ratio:.2f}x wall-clock (the wall-clock ratio moves with the other jobs on "
+        "the machine; CPU time is what each build itself spent, the store's insert excepted)"
+    )
     print(
         f"{'PASS' if ratio <= TARGET_IMPORT_RATIO else 'MISS'} import: {ratio:.2f}x "
         f"graph-tool-call's own build (target <= {TARGET_IMPORT_RATIO}x)"
