@@ -1,6 +1,6 @@
 """The reporter: a runtime's items go to a spool on disk in the caller's thread and to the
-desk's ``POST /api/v1/ingest`` from a background thread, leaving the spool only once the
-desk has answered for them.
+desk's ``POST /api/v1/ingest`` from background threads (``max_in_flight`` batches at once,
+one connection each), leaving the spool only once the desk has answered for them.
 
 What the sender does with the desk's answers:
 
@@ -43,6 +43,7 @@ INGEST_PATH = "/api/v1/ingest"
 DEFAULT_MAX_SPOOL_BYTES = 256 * 1024 * 1024
 MAX_BATCH_BYTES = 4 * 1024 * 1024  # the desk refuses bodies over 5 MB
 MAX_BATCH_ITEMS = 1000  # and batches over 1,000 items
+MAX_IN_FLIGHT = 8
 _RETRY_AFTER_CAP = 3600.0
 _ORPHAN_SCAN_INTERVAL = 5.0
 _USER_AGENT = "triage-desk-client/0.1.0"
@@ -82,12 +83,15 @@ class Reporter:
         max_backoff: float = 30.0,
         segment_bytes: int | None = None,
         close_timeout: float = 5.0,
+        max_in_flight: int = 2,
     ) -> None:
         parts = urllib.parse.urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"base_url must be an http(s) URL, not {base_url!r}")
         if not 1 <= batch_size <= MAX_BATCH_ITEMS:
             raise ValueError(f"batch_size must be 1-{MAX_BATCH_ITEMS}")
+        if not 1 <= max_in_flight <= MAX_IN_FLIGHT:
+            raise ValueError(f"max_in_flight must be 1-{MAX_IN_FLIGHT}")
         self._connection_class: type[http.client.HTTPConnection] = (
             http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
         )
@@ -110,21 +114,31 @@ class Reporter:
         )
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)  # new items, answers, key, closing
+        # One sender at a time picks and reads the next batch (never under ``_lock``, which
+        # report() takes), and one at a time writes ack files.
+        self._read_lock = threading.Lock()
+        self._ack_lock = threading.Lock()
         self._stop = threading.Event()  # interrupts the sender's waits at close
         self._closing = False
         self._closed = False
-        self._sender_done = False  # the sender thread has ended (it no longer uses the spool)
+        self._senders_running = max_in_flight  # sender threads not ended yet
         self._left = 0  # items left in the spool at close
         self._flushing = 0
         self._batch_opened_at = 0.0
-        self._connection: http.client.HTTPConnection | None = None
+        self._local = threading.local()  # each sender thread's connection
+        self._next_scan = 0.0
+        self._next_sync = time.monotonic() + fsync_interval
         self._failures_in_a_row = 0
         self._counts = {"sent": 0, "duplicate": 0, "rejected": 0, "dropped": 0}
         self._last_error: str | None = None
         with self._lock:
             self._spool.open_active()
-        self._thread = threading.Thread(target=self._run, name="triage-desk-reporter", daemon=True)
-        self._thread.start()
+        self._threads = [
+            threading.Thread(target=self._run, name=f"triage-desk-reporter-{n}", daemon=True)
+            for n in range(max_in_flight)
+        ]
+        for thread in self._threads:
+            thread.start()
         atexit.register(self._close_at_exit)
 
     # --- the caller's side ------------------------------------------------------------------
@@ -230,15 +244,17 @@ class Reporter:
             self._closing = True
             self._changed.notify_all()
         self._stop.set()
-        self._thread.join(timeout=1.0)
+        deadline = time.monotonic() + 1.0
+        for thread in self._threads:
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
         with self._lock:
             self._closed = True
             left = self._left = self._queued()
-            # A request the sender started before `_closing` (one at most) may still be
-            # under way: its segments stay locked, so no other reporter on this spool_dir
-            # sends them too, until the sender has the desk's answer (or the request
+            # Requests the senders started before `_closing` (one each at most) may still be
+            # under way: their segments stay locked, so no other reporter on this spool_dir
+            # sends them too, until the last sender has the desk's answer (or the request
             # fails) and releases them on its way out.
-            if self._sender_done:
+            if not self._senders_running:
                 self._release_all()
         atexit.unregister(self._close_at_exit)
         return delivered and left == 0
@@ -281,11 +297,12 @@ class Reporter:
                         self._last_error = f"sender failed: {type(exc).__name__}"
                     self._stop.wait(self._max_backoff)
         finally:
-            if self._connection is not None:
-                self._connection.close()
+            connection = getattr(self._local, "connection", None)
+            if connection is not None:
+                connection.close()
             with self._lock:
-                self._sender_done = True
-                if self._closed:  # close() returned while a request was under way
+                self._senders_running -= 1
+                if self._closed and not self._senders_running:  # close() returned meanwhile
                     self._release_all()
 
     def _release_all(self) -> None:
@@ -298,67 +315,89 @@ class Reporter:
         self._spool.to_close.clear()
 
     def _send_until_closed(self) -> None:
-        next_scan = 0.0
-        next_sync = time.monotonic() + self._fsync_interval
+        timekeeper = threading.current_thread() is self._threads[0]
         while not self._stop.is_set():
             now = time.monotonic()
-            if now >= next_scan:
+            if timekeeper and now >= self._next_scan:
                 self._adopt_orphans()
-                next_scan = now + _ORPHAN_SCAN_INTERVAL
-            if now >= next_sync:
+                self._next_scan = now + _ORPHAN_SCAN_INTERVAL
+            if timekeeper and now >= self._next_sync:
                 self._sync()
-                next_sync = now + self._fsync_interval
-            with self._lock:
-                self._close_dropped()
-                if self._closing:
-                    return
-                picked = self._pick(now)
-                if picked is None:
-                    wake = min(next_scan, next_sync)
-                    if self._queued() and self._blocked_key != self._api_key:
-                        wake = min(wake, self._batch_opened_at + self._flush_interval)
-                    self._changed.wait(max(0.0, wake - now))
-                    continue
-                segment, start, end = picked
-                segment.in_flight = True
-                self._batch_opened_at = now
+                self._next_sync = now + self._fsync_interval
+            with self._read_lock:
+                with self._lock:
+                    self._close_dropped()
+                    if self._closing:
+                        return
+                    picked = self._pick(now)
+                    if picked is None:
+                        wake = min(self._next_scan, self._next_sync)
+                        if self._queued() and self._blocked_key != self._api_key:
+                            wake = min(wake, self._batch_opened_at + self._flush_interval)
+                        self._changed.wait(max(0.0, wake - now))
+                        continue
+                    segment, start, end = picked
+                    segment.in_flight += 1
+                    self._batch_opened_at = now
+                try:
+                    batch = self._spool.read_batch(
+                        segment, start, end, self._batch_size, MAX_BATCH_BYTES
+                    )
+                except BaseException:
+                    with self._lock:
+                        segment.in_flight -= 1
+                    raise
+                records = len(batch.payloads) + batch.damaged
+                with self._lock:
+                    segment.claimed = max(segment.claimed, batch.end)
+                    segment.in_flight_items += records
+            delivered = False
             try:
-                batch = self._spool.read_batch(
-                    segment, start, end, self._batch_size, MAX_BATCH_BYTES
-                )
-                self._deliver(batch)
+                delivered = self._deliver(batch)
             finally:
                 with self._lock:
-                    segment.in_flight = False
+                    segment.in_flight -= 1
+                    segment.in_flight_items -= records
+                    if not delivered:  # closing, or a failure: send the range again later
+                        segment.resend.append((start, batch.end))
 
     def _pick(self, now: float) -> tuple[Segment, int, int] | None:
         """The next records to send (under the lock), when it is time to send them."""
         if self._blocked_key == self._api_key:
             return None
         for segment in list(self._spool.segments):
-            if segment.acked < segment.size:
+            while segment.resend:
+                start, end = segment.resend.pop(0)
+                if end > segment.acked:
+                    return segment, max(start, segment.acked), end
+            start = max(segment.acked, segment.claimed)
+            if start < segment.size:
                 due = (
                     not segment.active
-                    or segment.unanswered >= self._batch_size
+                    or segment.unanswered - segment.in_flight_items >= self._batch_size
                     or self._flushing
                     or now >= self._batch_opened_at + self._flush_interval
                 )
-                return (segment, segment.acked, segment.size) if due else None
+                return (segment, start, segment.size) if due else None
+            if segment.in_flight or segment.acked < segment.size:
+                continue  # every record handed to a sender; answers pending
             if not segment.active:  # every record answered
                 self._spool.remove(segment)
                 self._spool.release(segment, delete=True)
         return None
 
-    def _deliver(self, batch: Batch) -> None:
+    def _deliver(self, batch: Batch) -> bool:
+        """Send the batch until the desk answered for it; False when that did not happen
+        (closing, or the segment was dropped)."""
         if batch.damaged:
             with self._lock:
                 if batch.segment in self._spool.segments:
                     self._spool.answered(batch.segment, batch.damaged)
                     self._counts["dropped"] += batch.damaged
         if batch.payloads:
-            self._send(batch, 0, len(batch.payloads))
-        else:
-            self._answered(batch, 0, 0, {})
+            return self._send(batch, 0, len(batch.payloads))
+        self._answered(batch, 0, 0, {})
+        return True
 
     def _send(self, batch: Batch, low: int, high: int) -> bool:
         """Send payloads[low:high] until the desk answered for them; False when closing."""
@@ -420,9 +459,10 @@ class Reporter:
                 return False
 
     def _post(self, body: bytes, key: str) -> tuple[int, str | None, bytes]:
-        if self._connection is None:
-            self._connection = self._connection_class(self._host, self._port, timeout=self._timeout)
-        connection = self._connection
+        connection = getattr(self._local, "connection", None)
+        if connection is None:
+            connection = self._connection_class(self._host, self._port, timeout=self._timeout)
+            self._local.connection = connection
         try:
             connection.request(
                 "POST",
@@ -438,7 +478,7 @@ class Reporter:
             data = response.read()
         except BaseException:
             connection.close()
-            self._connection = None
+            self._local.connection = None
             raise
         if response.will_close:
             connection.close()
@@ -459,13 +499,29 @@ class Reporter:
         outcome: Mapping[str, Any],
     ) -> None:
         segment = batch.segment
+        start = batch.start if low == 0 else batch.ends[low - 1]
         end = batch.end if high == len(batch.payloads) else batch.ends[high - 1]
         with self._lock:
             if segment not in self._spool.segments:
                 return  # dropped meanwhile (a full spool)
-        # Still held (close() leaves a segment in flight to this thread): the desk answered,
+            # Batches may be answered out of order: the acknowledged offset only moves over
+            # records that are all answered, so a crash never skips an unanswered one.
+            segment.finished[start] = max(end, segment.finished.get(start, 0))
+            moved = True
+            while moved:
+                moved = False
+                for answered_from, answered_to in list(segment.finished.items()):
+                    if answered_from <= segment.acked:
+                        del segment.finished[answered_from]
+                        if answered_to > segment.acked:
+                            segment.acked, moved = answered_to, True
+            acked = segment.acked
+        # Still held (close() leaves a segment in flight to its sender): the desk answered,
         # so the next reporter must not send these records again.
-        self._spool.write_ack(segment, end)
+        with self._ack_lock:
+            if acked > segment.ack_written:
+                self._spool.write_ack(segment, acked)
+                segment.ack_written = acked
         if self._failures_in_a_row:
             logger.info("triage desk reachable again")
         self._failures_in_a_row = 0
@@ -479,7 +535,6 @@ class Reporter:
             )
         with self._lock:
             if segment in self._spool.segments:  # not dropped meanwhile
-                segment.acked = max(segment.acked, end)
                 self._spool.answered(segment, high - low)
             self._counts["sent"] += outcome.get("accepted", 0)
             self._counts["duplicate"] += outcome.get("duplicate", 0)

@@ -74,7 +74,15 @@ class Segment:
     answered: int  # records the desk has answered for (or that were skipped as damaged)
     active: bool = False  # the segment report() appends to
     dirty: bool = False  # written since the last fsync
-    in_flight: bool = False  # the sender is sending from it
+    # Batches of it being sent (up to the reporter's max_in_flight at once), the bytes and
+    # records handed to them, and answered ranges that wait for an earlier one: ``acked``
+    # only moves over a contiguous prefix, so a crash never skips an unanswered record.
+    in_flight: int = 0
+    in_flight_items: int = 0
+    claimed: int = 0  # bytes handed to a sender (at least ``acked``)
+    finished: dict[int, int] = field(default_factory=dict)  # start -> end, answered early
+    resend: list[tuple[int, int]] = field(default_factory=list)  # ranges a sender gave back
+    ack_written: int = 0  # the offset last written to the ack file
 
     @property
     def ack_path(self) -> str:

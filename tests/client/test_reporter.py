@@ -266,7 +266,7 @@ def test_close_keeps_the_segment_of_a_request_under_way_locked_until_the_desk_an
     # The sender decided to send (before close) and is held just before its request, as a
     # loaded machine can hold it for longer than close() waits for the thread.
     spool = tmp_path / "spool"
-    reporter = make_reporter(batch_size=5)
+    reporter = make_reporter(batch_size=5, max_in_flight=1)
     posting, go = threading.Event(), threading.Event()
     post = reporter._post
 
@@ -283,8 +283,9 @@ def test_close_keeps_the_segment_of_a_request_under_way_locked_until_the_desk_an
     with open(held, "rb") as handle, pytest.raises(BlockingIOError):
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)  # nobody else can adopt it yet
     go.set()
-    reporter._thread.join(10)
-    assert not reporter._thread.is_alive()
+    (sender,) = reporter._threads
+    sender.join(10)
+    assert not sender.is_alive()
     # The request under way was answered and acknowledged; no other one started after close.
     assert desk.requests == [(200, 5)] and sorted(desk.stored) == sorted(ids[:5])
     with open(held, "rb") as handle:
@@ -294,6 +295,45 @@ def test_close_keeps_the_segment_of_a_request_under_way_locked_until_the_desk_an
     wait_for(lambda: len(desk.stored) == 10)
     assert sorted(desk.stored) == sorted(ids) and set(desk.received.values()) == {1}
     wait_for(lambda: not held.exists())
+
+
+def test_two_batches_in_flight_acknowledge_only_what_is_answered_in_order(
+    make_reporter: Callable[..., Reporter],
+    desk: FakeDesk,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The first batch is held at the desk while the second one is answered: both were in
+    # flight at once, and the acknowledged offset must not pass the unanswered first batch
+    # (a crash then would skip it); once it is answered, the offset covers both.
+    spool = tmp_path / "spool"
+    reporter = make_reporter(batch_size=5, max_in_flight=2, flush_interval=60)
+    second_answered, go = threading.Event(), threading.Event()
+    post = reporter._post
+    ids = [f"f-{number}" for number in range(10)]
+
+    def post_in_reverse(body: bytes, key: str) -> tuple[int, str | None, bytes]:
+        if ids[0].encode() in body:
+            assert second_answered.wait(10), "the second batch was not sent meanwhile"
+            go.wait(10)
+            return post(body, key)
+        answer = post(body, key)
+        second_answered.set()
+        return answer
+
+    monkeypatch.setattr(reporter, "_post", post_in_reverse)
+    for number, item_id in enumerate(ids):
+        reporter.failure(failure(number), id=item_id)
+    assert second_answered.wait(10)
+    wait_for(lambda: sorted(desk.stored) == sorted(ids[5:]))
+    (held,) = segments(spool)
+    ack = held.with_suffix(".ack")
+    assert not ack.exists() or int(ack.read_text()) == 0
+    assert reporter.stats()["queued"] == 5
+    go.set()
+    assert reporter.flush(10)
+    assert sorted(desk.stored) == sorted(ids) and set(desk.received.values()) == {1}
+    assert int(ack.read_text()) == held.stat().st_size
 
 
 def test_damaged_records_are_skipped_and_a_record_cut_short_is_ignored(
