@@ -66,9 +66,13 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    # The language: the language cookie (the header switch), else Accept-Language...
+    "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # ...and for a signed-in person, the language they chose (triage/language.py).
+    "triage.language.PreferredLanguageMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
@@ -94,6 +98,7 @@ TEMPLATES = [
         "OPTIONS": {
             "context_processors": [
                 "django.template.context_processors.request",
+                "django.template.context_processors.i18n",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "triage.context_processors.navigation",
@@ -134,7 +139,8 @@ LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
-    "django.contrib.auth.backends.ModelBackend",
+    # Django's ModelBackend, loading the person's preference with the user (one query).
+    "triage.language.PreferenceModelBackend",
 ]
 # Failed logins: 5 per username and address, then a 15-minute pause.
 AXES_FAILURE_LIMIT = env_int("TRIAGE_LOGIN_FAILURE_LIMIT", 5, minimum=1)
@@ -144,7 +150,13 @@ AXES_RESET_ON_SUCCESS = True
 AXES_VERBOSE = False
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 
-LANGUAGE_CODE = "en-us"
+# English and Korean. Codes (stages, reasons, lanes, execution states, API error codes) are
+# the same in both; the interface and the catalog's texts are translated (locale/).
+LANGUAGE_CODE = "en"
+LANGUAGES = [("en", "English"), ("ko", "한국어")]
+LOCALE_PATHS = [BASE_DIR / "locale"]
+# Dates, times and numbers in each language's own way (config/formats/<language>/).
+FORMAT_MODULE_PATH = ["config.formats"]
 TIME_ZONE = env_str("TRIAGE_TIME_ZONE", "UTC")
 USE_I18N = True
 USE_TZ = True

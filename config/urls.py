@@ -12,6 +12,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 
 from learning.api_urls import urlpatterns as learning_api_urls
 from triage.intake.otlp import OtlpTracesApi
+from triage.language import language_choose_view
 from triage.urls import api_urlpatterns
 
 
@@ -35,6 +36,8 @@ urlpatterns = [
         name="login",
     ),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    # The header's language switch (Django's set_language, remembered per person).
+    path("i18n/setlang/", language_choose_view, name="set_language"),
     path("admin/", admin.site.urls),
     path("api/v1/", include((api_urlpatterns, "api"))),
     # OTLP/HTTP's fixed path: OTel exporters append it to OTEL_EXPORTER_OTLP_ENDPOINT.

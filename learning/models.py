@@ -7,11 +7,12 @@ from typing import Any
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
+from django.utils.translation import gettext_lazy
 
 
 class AttemptSource(models.TextChoices):
-    RUNTIME = "runtime", "runtime"
-    QUALITY_LAB = "quality_lab", "Quality Lab"
+    RUNTIME = "runtime", gettext_lazy("runtime")
+    QUALITY_LAB = "quality_lab", gettext_lazy("Quality Lab")
 
 
 class LearningAttempt(models.Model):
@@ -106,20 +107,24 @@ class LearningAttempt(models.Model):
 
 # What each suggestion type would change (graph-tool-call's suggestion docs).
 SUGGESTION_TYPE_HELP = {
-    "target_preference": "nudges this target up in retrieval and selection for the query family",
-    "plan_path": "prefers this ordered tool path when the planner's choices tie",
-    "data_flow_edge": "makes this producer -> consumer edge visible to planning",
-    "field_mapping": "maps a source field to a target field in request binding",
-    "context_default_candidate": "a stable context value that may remove a user prompt",
-    "enum_mapping_candidate": "a value-label enum mapping that may be reused",
+    "target_preference": gettext_lazy(
+        "nudges this target up in retrieval and selection for the query family"
+    ),
+    "plan_path": gettext_lazy("prefers this ordered tool path when the planner's choices tie"),
+    "data_flow_edge": gettext_lazy("makes this producer -> consumer edge visible to planning"),
+    "field_mapping": gettext_lazy("maps a source field to a target field in request binding"),
+    "context_default_candidate": gettext_lazy(
+        "a stable context value that may remove a user prompt"
+    ),
+    "enum_mapping_candidate": gettext_lazy("a value-label enum mapping that may be reused"),
 }
 
 
 class SuggestionStatus(models.TextChoices):
-    SUGGESTED = "suggested", "suggested"
-    PROMOTABLE = "promotable", "promotable"
-    PROMOTED = "promoted", "promoted"
-    REJECTED = "rejected", "rejected"
+    SUGGESTED = "suggested", gettext_lazy("suggested")
+    PROMOTABLE = "promotable", gettext_lazy("promotable")
+    PROMOTED = "promoted", gettext_lazy("promoted")
+    REJECTED = "rejected", gettext_lazy("rejected")
 
 
 # Promotable first: what a reviewer can act on now leads the queue.
@@ -132,13 +137,25 @@ QUEUE_ORDER = (
 
 
 class RejectionReason(models.TextChoices):
-    SENSITIVE_EVIDENCE = "sensitive_evidence", "sensitive_evidence: scrubbing found unsafe data"
-    UNSTABLE_TARGET = "unstable_target", "unstable_target: runs selected different targets"
-    WEAK_SHADOW_DELTA = "weak_shadow_delta", "weak_shadow_delta: shadow ranking did not improve"
-    OPERATOR_REJECTED = "operator_rejected", "operator_rejected: a person decided against it"
+    SENSITIVE_EVIDENCE = (
+        "sensitive_evidence",
+        gettext_lazy("sensitive_evidence: scrubbing found unsafe data"),
+    )
+    UNSTABLE_TARGET = (
+        "unstable_target",
+        gettext_lazy("unstable_target: runs selected different targets"),
+    )
+    WEAK_SHADOW_DELTA = (
+        "weak_shadow_delta",
+        gettext_lazy("weak_shadow_delta: shadow ranking did not improve"),
+    )
+    OPERATOR_REJECTED = (
+        "operator_rejected",
+        gettext_lazy("operator_rejected: a person decided against it"),
+    )
     COLLECTION_POLICY_BLOCKED = (
         "collection_policy_blocked",
-        "collection_policy_blocked: the collection does not allow it",
+        gettext_lazy("collection_policy_blocked: the collection does not allow it"),
     )
 
 
@@ -264,10 +281,10 @@ class SuggestionAttempt(models.Model):
 
 
 class Decision(models.TextChoices):
-    APPROVE = "approve", "approved"
-    REJECT = "reject", "rejected"
-    DEMOTE = "demote", "demoted"
-    AUTO_PROMOTE = "auto_promote", "promoted by policy"
+    APPROVE = "approve", gettext_lazy("approved")
+    REJECT = "reject", gettext_lazy("rejected")
+    DEMOTE = "demote", gettext_lazy("demoted")
+    AUTO_PROMOTE = "auto_promote", gettext_lazy("promoted by policy")
 
 
 class Review(models.Model):

@@ -9,6 +9,7 @@ from typing import Any
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
+from django.utils.translation import gettext_lazy
 
 from qualitylab import artifact_json
 from triage.collection_names import COLLECTION_NAME_MAX_LENGTH
@@ -57,10 +58,10 @@ class Collection(models.Model):
 
 
 class BuildStatus(models.TextChoices):
-    QUEUED = "queued", "queued"
-    BUILDING = "building", "building"
-    READY = "ready", "ready"
-    FAILED = "failed", "failed"
+    QUEUED = "queued", gettext_lazy("queued")
+    BUILDING = "building", gettext_lazy("building")
+    READY = "ready", gettext_lazy("ready")
+    FAILED = "failed", gettext_lazy("failed")
 
 
 class CollectionVersion(models.Model):
@@ -176,11 +177,11 @@ class Suite(models.Model):
 
 
 class RunStatus(models.TextChoices):
-    QUEUED = "queued", "queued"
-    RUNNING = "running", "running"
-    DONE = "done", "done"
-    CANCELLED = "cancelled", "cancelled"
-    FAILED = "failed", "failed"
+    QUEUED = "queued", gettext_lazy("queued")
+    RUNNING = "running", gettext_lazy("running")
+    DONE = "done", gettext_lazy("done")
+    CANCELLED = "cancelled", gettext_lazy("cancelled")
+    FAILED = "failed", gettext_lazy("failed")
 
 
 class CaseRun(models.Model):

@@ -6,16 +6,17 @@ from typing import Any
 
 from django.http import HttpRequest
 from django.urls import NoReverseMatch, reverse
+from django.utils.translation import gettext_lazy
 
-from triage.roles import user_roles
+from triage.roles import ROLE_LABELS, user_roles
 
 # (label, URL name). An entry whose page does not exist yet is left out, not shown dead.
 NAVIGATION = (
-    ("Triage", "triage:home"),
-    ("Receipts", "triage:receipts"),
-    ("Quality Lab", "qualitylab:home"),
-    ("Learning", "learning:home"),
-    ("Ingestion", "triage:ingestion"),
+    (gettext_lazy("Triage"), "triage:home"),
+    (gettext_lazy("Receipts"), "triage:receipts"),
+    (gettext_lazy("Quality Lab"), "qualitylab:home"),
+    (gettext_lazy("Learning"), "learning:home"),
+    (gettext_lazy("Ingestion"), "triage:ingestion"),
 )
 
 
@@ -29,7 +30,8 @@ def navigation(request: HttpRequest) -> dict[str, Any]:
         except NoReverseMatch:
             continue
         active = request.path == url if url == "/" else request.path.startswith(url)
-        if label == "Triage" and request.path.startswith("/triage/"):
+        if name == "triage:home" and request.path.startswith("/triage/"):
             active = True
         items.append({"label": label, "url": url, "active": active})
-    return {"main_nav": items, "user_roles": user_roles(request.user)}
+    roles = [str(ROLE_LABELS[role]) for role in user_roles(request.user)]
+    return {"main_nav": items, "user_roles": roles}

@@ -12,6 +12,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.http import QueryDict
 from django.utils import timezone
+from django.utils.translation import gettext, gettext_lazy, ngettext, pgettext_lazy
 
 from triage import taxonomy
 from triage.collection_names import COLLECTION_NAME_MAX_LENGTH
@@ -29,9 +30,15 @@ ACTIVE = "active"
 PRODUCTION = "production"
 ANY_SOURCE = "any"
 ACTIVE_STATUSES = (GroupStatus.OPEN, GroupStatus.ACKNOWLEDGED, GroupStatus.REGRESSED)
+# What the window menu and the page's sentences call each window.
+WINDOW_CHOICE_LABELS = {"1h": gettext_lazy("1h"), "24h": gettext_lazy("24h"),
+                        "7d": gettext_lazy("7d"), "30d": gettext_lazy("30d")}  # fmt: skip
+WINDOW_LABELS = {"1h": gettext_lazy("last 1h"), "24h": gettext_lazy("last 24h"),
+                 "7d": gettext_lazy("last 7d"), "30d": gettext_lazy("last 30d")}  # fmt: skip
 
 
-def _choices(values: tuple[str, ...] | list[str], empty: str) -> list[tuple[str, str]]:
+def _choices(values: tuple[str, ...] | list[str], empty: Any) -> list[tuple[str, Any]]:
+    # The values are codes (lanes, execution states): the same in every language.
     return [("", empty), *((value, value) for value in values)]
 
 
@@ -39,7 +46,7 @@ def _choices(values: tuple[str, ...] | list[str], empty: str) -> list[tuple[str,
 class Window:
     start: datetime
     end: datetime
-    label: str
+    label: Any
 
 
 class TriageFilterForm(forms.Form):
@@ -50,7 +57,8 @@ class TriageFilterForm(forms.Form):
     DEFAULTS = {"window": "24h", "status": ACTIVE, "source": PRODUCTION, "sort": "count"}
 
     window = forms.ChoiceField(
-        choices=[*((key, key) for key in WINDOWS), ("custom", "custom")], required=False
+        choices=[*WINDOW_CHOICE_LABELS.items(), ("custom", pgettext_lazy("window", "custom"))],
+        required=False,
     )
     since = forms.DateTimeField(
         required=False, widget=forms.DateTimeInput(attrs={"type": "datetime-local"})
@@ -60,29 +68,34 @@ class TriageFilterForm(forms.Form):
     )
     collection = forms.CharField(required=False, max_length=COLLECTION_NAME_MAX_LENGTH)
     source = forms.ChoiceField(
-        choices=[(PRODUCTION, "production (not Quality Lab)"), (ANY_SOURCE, "any source"),
+        choices=[(PRODUCTION, gettext_lazy("production (not Quality Lab)")),
+                 (ANY_SOURCE, gettext_lazy("any source")),
                  *((value, value) for value in taxonomy.SOURCES)],
         required=False,
     )  # fmt: skip
     tool = forms.CharField(required=False, max_length=200)
-    lane = forms.ChoiceField(choices=_choices(taxonomy.LANES, "any lane"), required=False)
+    lane = forms.ChoiceField(
+        choices=_choices(taxonomy.LANES, gettext_lazy("any lane")), required=False
+    )
     status = forms.ChoiceField(
-        choices=[(ACTIVE, "open, ack'd, regressed"), ("all", "any status"),
-                 *GroupStatus.choices],
+        choices=[(ACTIVE, gettext_lazy("open, ack'd, regressed")),
+                 ("all", gettext_lazy("any status")), *GroupStatus.choices],
         required=False,
     )  # fmt: skip
     execution_state = forms.ChoiceField(
-        choices=_choices(taxonomy.EXECUTION_STATES, "any execution state"), required=False
+        choices=_choices(taxonomy.EXECUTION_STATES, gettext_lazy("any execution state")),
+        required=False,
     )
-    q = forms.CharField(required=False, max_length=200, label="search")
+    q = forms.CharField(required=False, max_length=200, label=gettext_lazy("search"))
     # Exact stage and reason: the link "all N groups" of a reason row narrows to that row.
     stage = forms.CharField(required=False, max_length=64)
     reason = forms.CharField(required=False, max_length=100)
 
     sort = forms.ChoiceField(
-        choices=[("count", "sort: count"), ("trend", "sort: trend"),
-                 ("last_seen", "sort: last seen"), ("first_seen", "sort: first seen"),
-                 ("stage", "sort: stage order")],
+        choices=[("count", gettext_lazy("sort: count")), ("trend", gettext_lazy("sort: trend")),
+                 ("last_seen", gettext_lazy("sort: last seen")),
+                 ("first_seen", gettext_lazy("sort: first seen")),
+                 ("stage", gettext_lazy("sort: stage order"))],
         required=False,
     )  # fmt: skip
 
@@ -106,14 +119,19 @@ class TriageFilterForm(forms.Form):
             since, until = data.get("since"), data.get("until")
             if not since:
                 if "since" not in self.errors:
-                    self.add_error("since", "A custom window needs a start.")
+                    self.add_error("since", gettext("A custom window needs a start."))
             elif until and until <= since:
-                self.add_error("until", "The end must be after the start.")
+                self.add_error("until", gettext("The end must be after the start."))
             elif (until or self.now) - since > max_window():
+                days = settings.TRIAGE_MAX_WINDOW_DAYS
                 self.add_error(
                     "since",
-                    f"A window spans at most {settings.TRIAGE_MAX_WINDOW_DAYS} days: "
-                    "move the start or the end.",
+                    ngettext(
+                        "A window spans at most %(days)d day: move the start or the end.",
+                        "A window spans at most %(days)d days: move the start or the end.",
+                        days,
+                    )
+                    % {"days": days},
                 )
         return data
 
@@ -129,11 +147,11 @@ class TriageFilterForm(forms.Form):
         data = self._valid_data()
         window_errors = any(name in self.errors for name in ("window", "since", "until"))
         if data.get("window") == "custom" and data.get("since") and not window_errors:
-            return Window(data["since"], data.get("until") or now, "custom window")
+            return Window(data["since"], data.get("until") or now, gettext_lazy("custom window"))
         key = str(data.get("window") or "")
         if key not in WINDOWS:
             key = "24h"
-        return Window(now - WINDOWS[key], now, f"last {key}")
+        return Window(now - WINDOWS[key], now, WINDOW_LABELS[key])
 
     def filters(self) -> dict[str, str]:
         data = self._valid_data()
@@ -181,9 +199,13 @@ def window_moment(moment: datetime | None, *, now: datetime) -> datetime | None:
     except (OverflowError, ValueError):
         in_utc = None
     if in_utc is None or in_utc < EARLIEST_MOMENT:
-        raise forms.ValidationError("Choose a moment from 1970-01-01 on.", code="out_of_range")
+        raise forms.ValidationError(
+            gettext("Choose a moment from 1970-01-01 on."), code="out_of_range"
+        )
     if in_utc > now + LATEST_AHEAD:
-        raise forms.ValidationError("Choose a moment no later than tomorrow.", code="out_of_range")
+        raise forms.ValidationError(
+            gettext("Choose a moment no later than tomorrow."), code="out_of_range"
+        )
     return in_utc
 
 
@@ -195,7 +217,7 @@ def triage_back_query(raw: str) -> str:
     back = TriageFilterForm(QueryDict(raw))
     if set(back.data) - set(back.fields) or not back.is_valid():
         raise forms.ValidationError(
-            "Not a triage view: follow the triage page's own links.", code="invalid_back"
+            gettext("Not a triage view: follow the triage page's own links."), code="invalid_back"
         )
     return urlencode(back.query_items())
 
@@ -222,7 +244,7 @@ class GroupRecordsForm(forms.Form):
             valid = False
         if not valid or not (record_id.isascii() and record_id.isdigit()) or len(record_id) > 18:
             raise forms.ValidationError(
-                "Not a page of this group: follow the page's own older/newest links.",
+                gettext("Not a page of this group: follow the page's own older/newest links."),
                 code="invalid_cursor",
             )
         return raw
@@ -234,7 +256,10 @@ UNASSIGN = "unassign"
 
 class GroupActionForm(forms.Form):
     action = forms.ChoiceField(
-        choices=[*(c for c in GroupAction.choices if c[0] != "undo"), (UNASSIGN, "unassign")]
+        choices=[
+            *(c for c in GroupAction.choices if c[0] != "undo"),
+            (UNASSIGN, gettext_lazy("unassign")),
+        ]
     )
     # "Assign to me": the person acting is the assignee, whatever the assignee field says.
     assign_to_me = forms.BooleanField(required=False)
@@ -261,15 +286,17 @@ class GroupActionForm(forms.Form):
         # Nobody chosen is a mistake, not an instruction to unassign: that is its own
         # action, which names whom it takes the groups from.
         if action == GroupAction.ASSIGN and data.get("assignee") is None:
-            self.add_error("assignee", "Choose whom to assign.")
+            self.add_error("assignee", gettext("Choose whom to assign."))
         if action == GroupAction.MUTE:
             until, count = data.get("muted_until"), data.get("mute_count")
             if (until is None) == (count is None):
-                raise forms.ValidationError("Mute until a time, or for a number of new records.")
+                raise forms.ValidationError(
+                    gettext("Mute until a time, or for a number of new records.")
+                )
             if until is not None and until <= timezone.now():
-                self.add_error("muted_until", "The mute must end in the future.")
+                self.add_error("muted_until", gettext("The mute must end in the future."))
         if action == GroupAction.NOTE and not (data.get("note") or "").strip():
-            self.add_error("note", "Write the note.")
+            self.add_error("note", gettext("Write the note."))
         return data
 
 
@@ -300,8 +327,10 @@ class ToolPolicyForm(forms.ModelForm):
             "retry_budget_window_seconds",
         ]
         help_texts = {
-            "collection": "Empty: applies to this tool in every collection.",
-            "idempotency_lookup": "How to find an operation by key, e.g. GET /notes/by-key/{key}",
+            "collection": gettext_lazy("Empty: applies to this tool in every collection."),
+            "idempotency_lookup": gettext_lazy(
+                "How to find an operation by key, e.g. GET /notes/by-key/{key}"
+            ),
         }
 
     def clean_collection(self) -> str:
@@ -327,7 +356,9 @@ class PolicyQueryForm(forms.Form):
 class ApiKeyCreateForm(forms.Form):
     name = forms.SlugField(max_length=100)
     owner = forms.CharField(
-        max_length=100, required=False, help_text="Idempotency namespace; defaults to the name."
+        max_length=100,
+        required=False,
+        help_text=gettext_lazy("Idempotency namespace; defaults to the name."),
     )
     scopes = forms.MultipleChoiceField(
         choices=[("ingest", "ingest"), ("read", "read")],

@@ -11,6 +11,7 @@ from datetime import datetime
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
+from django.utils.translation import gettext_lazy
 
 from triage import taxonomy
 
@@ -203,11 +204,11 @@ class ToolPolicy(models.Model):
 
 
 class GroupStatus(models.TextChoices):
-    OPEN = "open", "open"
-    ACKNOWLEDGED = "acknowledged", "acknowledged"
-    RESOLVED = "resolved", "resolved"
-    MUTED = "muted", "muted"
-    REGRESSED = "regressed", "regressed"
+    OPEN = "open", gettext_lazy("open")
+    ACKNOWLEDGED = "acknowledged", gettext_lazy("acknowledged")
+    RESOLVED = "resolved", gettext_lazy("resolved")
+    MUTED = "muted", gettext_lazy("muted")
+    REGRESSED = "regressed", gettext_lazy("regressed")
 
 
 class FailureGroup(models.Model):
@@ -457,13 +458,13 @@ class AuditEvent(models.Model):
 
 
 class GroupAction(models.TextChoices):
-    ACKNOWLEDGE = "acknowledge", "acknowledge"
-    ASSIGN = "assign", "assign"
-    RESOLVE = "resolve", "resolve"
-    MUTE = "mute", "mute"
-    REOPEN = "reopen", "reopen"
-    NOTE = "note", "note"
-    UNDO = "undo", "undo"
+    ACKNOWLEDGE = "acknowledge", gettext_lazy("acknowledge")
+    ASSIGN = "assign", gettext_lazy("assign")
+    RESOLVE = "resolve", gettext_lazy("resolve")
+    MUTE = "mute", gettext_lazy("mute")
+    REOPEN = "reopen", gettext_lazy("reopen")
+    NOTE = "note", gettext_lazy("note")
+    UNDO = "undo", gettext_lazy("undo")
 
 
 class BulkAction(models.Model):
@@ -525,9 +526,9 @@ class GroupEvent(models.Model):
 
 
 class ReconciliationFinding(models.TextChoices):
-    APPLIED = "applied", "applied: the remote side did it"
-    NOT_APPLIED = "not_applied", "not applied: nothing happened remotely"
-    PARTIALLY_APPLIED = "partially_applied", "partially applied"
+    APPLIED = "applied", gettext_lazy("applied: the remote side did it")
+    NOT_APPLIED = "not_applied", gettext_lazy("not applied: nothing happened remotely")
+    PARTIALLY_APPLIED = "partially_applied", gettext_lazy("partially applied")
 
 
 class Reconciliation(models.Model):
@@ -547,12 +548,12 @@ class Reconciliation(models.Model):
 
 
 class RetentionStatus(models.TextChoices):
-    RUNNING = "running", "running"
-    DONE = "done", "done: nothing older than the cutoff is left"
-    PARTIAL = "partial", "partial: stopped at its time budget, the next run continues"
-    SKIPPED = "skipped", "skipped: another prune was running"
-    FAILED = "failed", "failed"
-    INTERRUPTED = "interrupted", "interrupted: its process stopped before it finished"
+    RUNNING = "running", gettext_lazy("running")
+    DONE = "done", gettext_lazy("done: nothing older than the cutoff is left")
+    PARTIAL = "partial", gettext_lazy("partial: stopped at its time budget, the next run continues")
+    SKIPPED = "skipped", gettext_lazy("skipped: another prune was running")
+    FAILED = "failed", gettext_lazy("failed")
+    INTERRUPTED = "interrupted", gettext_lazy("interrupted: its process stopped before it finished")
 
 
 class RetentionRun(models.Model):

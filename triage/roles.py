@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.utils.translation import gettext_lazy
+
 ROLES = ("viewer", "operator", "reviewer", "admin")
+# What the pages call each role (the group names stay these codes).
+ROLE_LABELS = {
+    "viewer": gettext_lazy("viewer"),
+    "operator": gettext_lazy("operator"),
+    "reviewer": gettext_lazy("reviewer"),
+    "admin": gettext_lazy("admin"),
+}
 
 ACT_ON_GROUP = "triage.act_on_group"
 RECONCILE_RECEIPT = "triage.reconcile_receipt"

@@ -19,6 +19,7 @@ from django.db.models import (
     Sum,
 )
 from django.utils import timezone
+from django.utils.translation import gettext_lazy
 
 from triage import taxonomy
 from triage.models import (
@@ -437,10 +438,10 @@ def _summary(values: tuple[Any, ...]) -> GroupSummary:
 # fastest rising or newest first.
 SORTS = ("count", "trend", "last_seen", "first_seen", "stage")
 SORT_TITLES = {
-    "count": "by count in the window",
-    "trend": "by trend against the previous window",
-    "last_seen": "by last seen",
-    "first_seen": "by first seen",
+    "count": gettext_lazy("by count in the window"),
+    "trend": gettext_lazy("by trend against the previous window"),
+    "last_seen": gettext_lazy("by last seen"),
+    "first_seen": gettext_lazy("by first seen"),
 }
 # A row is spiking with at least this many times the previous window's records, and at
 # least SPIKE_MIN_RECORDS of them (two records after one is not an incident).
@@ -522,7 +523,7 @@ def triage_overview(
         ) and not line.new
     lines = sorted(by_key.values(), key=_sort_key(sort))
     if sort != "stage":
-        flat = StageSection("sorted", SORT_TITLES.get(sort, sort), True, lines, flat=True)
+        flat = StageSection("sorted", str(SORT_TITLES.get(sort, sort)), True, lines, flat=True)
         return _overview([flat] if lines else [], groups, counts, spark)
     sections: dict[str, StageSection] = {}
     for line in lines:

@@ -8,6 +8,7 @@ from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from triage.intake.ingest import DESK_OWNER, owner_is_reserved
 from triage.models import (
@@ -18,10 +19,20 @@ from triage.models import (
     GroupAction,
     GroupEvent,
     GroupStatus,
+    PersonPreference,
     Receipt,
     Reconciliation,
     ReconciliationFinding,
 )
+
+
+def person_language_set(*, user: Any, language: str) -> PersonPreference:
+    """Remember the language a person reads the pages in (their time zone is left as is)."""
+    preference, _ = PersonPreference.objects.get_or_create(user=user)
+    if preference.language != language:
+        preference.language = language
+        preference.save(update_fields=["language", "updated_at"])
+    return preference
 
 
 class ApiKeyError(ValueError):
@@ -35,15 +46,19 @@ def api_key_create(
     unknown = sorted(set(scopes) - set(ApiKeyScope.values))
     if unknown or not scopes:
         allowed = ", ".join(ApiKeyScope.values)
-        raise ApiKeyError(f"Scopes must be among {allowed}; got {', '.join(scopes) or 'none'}.")
+        raise ApiKeyError(
+            gettext("Scopes must be among %(allowed)s; got %(got)s.")
+            % {"allowed": allowed, "got": ", ".join(scopes) or gettext("none")}
+        )
     if owner_is_reserved(name) or owner_is_reserved(owner):
         raise ApiKeyError(
-            f"{DESK_OWNER} is reserved for Quality Lab's own records; choose another name."
+            gettext("%(owner)s is reserved for Quality Lab's own records; choose another name.")
+            % {"owner": DESK_OWNER}
         )
     if ApiKey.objects.filter(name=name).exists():
-        raise ApiKeyError(f"An API key named {name!r} already exists.")
+        raise ApiKeyError(gettext("An API key named %(name)r already exists.") % {"name": name})
     if expires_days is not None and expires_days < 1:
-        raise ApiKeyError("expires_days must be at least 1.")
+        raise ApiKeyError(gettext("expires_days must be at least 1."))
     full_key, lookup_id, secret_hash = ApiKey.new_key_material()
     api_key = ApiKey.objects.create(
         name=name,
@@ -93,7 +108,7 @@ def group_act(
 ) -> GroupEvent:
     """Apply one triage action to one group and append it to the group's history."""
     if action not in GroupAction.values or action == GroupAction.UNDO:
-        raise GroupActionError(f"Unknown action {action!r}.")
+        raise GroupActionError(gettext("Unknown action %(action)r.") % {"action": action})
     now = timezone.now()
     with transaction.atomic():
         group = FailureGroup.objects.select_for_update().get(pk=group.pk)
@@ -101,17 +116,19 @@ def group_act(
         data: dict[str, Any] = {}
         if action == GroupAction.NOTE:
             if not note.strip():
-                raise GroupActionError("A note needs some text.")
+                raise GroupActionError(gettext("A note needs some text."))
         elif action == GroupAction.ASSIGN:
             group.assignee = assignee
             data["assignee"] = assignee.get_username() if assignee is not None else None
         elif action == GroupAction.MUTE:
             if (muted_until is None) == (mute_count is None):
-                raise GroupActionError("Mute until a time, or for a number of new records.")
+                raise GroupActionError(
+                    gettext("Mute until a time, or for a number of new records.")
+                )
             if muted_until is not None and muted_until <= now:
-                raise GroupActionError("The mute must end in the future.")
+                raise GroupActionError(gettext("The mute must end in the future."))
             if mute_count is not None and mute_count < 1:
-                raise GroupActionError("Mute for at least one new record.")
+                raise GroupActionError(gettext("Mute for at least one new record."))
             group.muted_until = muted_until
             group.mute_remaining_count = mute_count
             data = {
@@ -120,7 +137,7 @@ def group_act(
             }
         if action in _STATUS_AFTER:
             if action == GroupAction.REOPEN and before == GroupStatus.OPEN:
-                raise GroupActionError("The group is already open.")
+                raise GroupActionError(gettext("The group is already open."))
             group.status = _STATUS_AFTER[GroupAction(action)]
             group.status_changed_at = now
             if action != GroupAction.MUTE:
@@ -159,10 +176,12 @@ def groups_bulk_act(
         GroupAction.REOPEN,
         GroupAction.ASSIGN,
     ):
-        raise GroupActionError(f"{action!r} cannot be applied in bulk.")
+        raise GroupActionError(
+            gettext("%(action)r cannot be applied in bulk.") % {"action": action}
+        )
     targets = list(groups)
     if not targets:
-        raise GroupActionError("No group matches this filter.")
+        raise GroupActionError(gettext("No group matches this filter."))
     with transaction.atomic():
         ids = [group.pk for group in targets]
         previous = _undo_snapshot(ids)
@@ -213,7 +232,7 @@ def group_act_undoable(
     """Apply one action to one group like group_act, remembering its state so that
     bulk_action_undo can put it back (an action on one group of one)."""
     if action == GroupAction.NOTE:
-        raise GroupActionError("A note changes nothing to undo: add it with group_act.")
+        raise GroupActionError(gettext("A note changes nothing to undo: add it with group_act."))
     with transaction.atomic():
         bulk = BulkAction.objects.create(
             actor=actor,
@@ -243,7 +262,7 @@ def bulk_action_undo(*, bulk: BulkAction, actor: Any) -> int:
     with transaction.atomic():
         bulk = BulkAction.objects.select_for_update().get(pk=bulk.pk)
         if bulk.undone_at is not None:
-            raise GroupActionError("This bulk action was already undone.")
+            raise GroupActionError(gettext("This bulk action was already undone."))
         now = timezone.now()
         restored = 0
         last_events = {
@@ -312,13 +331,19 @@ def receipt_reconcile(*, receipt: Receipt, actor: Any, finding: str, note: str) 
     The receipt row is locked so two operators reconciling at once record one finding.
     """
     if finding not in ReconciliationFinding.values:
-        raise ReconcileError(f"finding must be one of {', '.join(ReconciliationFinding.values)}")
+        raise ReconcileError(
+            gettext("finding must be one of %(findings)s")
+            % {"findings": ", ".join(ReconciliationFinding.values)}
+        )
     if not note.strip():
-        raise ReconcileError("Say what you checked and what you found.")
+        raise ReconcileError(gettext("Say what you checked and what you found."))
     with transaction.atomic():
         Receipt.objects.select_for_update().filter(pk=receipt.pk).first()
         if Reconciliation.objects.filter(receipt=receipt).exists():
-            raise ReconcileError(f"{receipt.tool_run_id} was already reconciled.")
+            raise ReconcileError(
+                gettext("%(tool_run_id)s was already reconciled.")
+                % {"tool_run_id": receipt.tool_run_id}
+            )
         return Reconciliation.objects.create(
             receipt=receipt, actor=actor, finding=finding, note=note.strip()
         )

@@ -13,6 +13,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+
+def gettext_noop(message: str) -> str:
+    """Marks a text for the message catalog (makemessages reads this name) without needing
+    Django here: the pages translate it as they show it (templates, triage/templatetags)."""
+    return message
+
+
 # Bump when a code's classification (lane, retryable, execution state, stage) changes: each
 # stored record keeps the version it was classified under, so old rows stay explainable.
 TAXONOMY_VERSION: str = "2026.12.1"
@@ -49,48 +56,50 @@ STAGE_INFO: dict[str, StageInfo] = {
     for info in (
         StageInfo(
             "retrieve",
-            "Retrieval",
-            "semantic metadata, aliases, OpenAPI summaries, graph edges",
+            gettext_noop("Retrieval"),
+            gettext_noop("semantic metadata, aliases, OpenAPI summaries, graph edges"),
         ),
         StageInfo(
             "select_target",
-            "Target selection",
-            "target selector evidence, result shape, contract fit, the LLM catalog prompt",
+            gettext_noop("Target selection"),
+            gettext_noop(
+                "target selector evidence, result shape, contract fit, the LLM catalog prompt"
+            ),
         ),
         StageInfo(
             "synthesize",
-            "Plan synthesis",
-            "IO contract, producer edges, context defaults, user input UX",
+            gettext_noop("Plan synthesis"),
+            gettext_noop("IO contract, producer edges, context defaults, user input UX"),
         ),
         StageInfo(
             "bind_request",
-            "Request binding",
-            "schema contract, field mapping, the runtime argument builder",
+            gettext_noop("Request binding"),
+            gettext_noop("schema contract, field mapping, the runtime argument builder"),
         ),
         StageInfo(
             "auth_preflight",
-            "Auth preflight",
-            "collection auth profile, product session, session header resolver",
+            gettext_noop("Auth preflight"),
+            gettext_noop("collection auth profile, product session, session header resolver"),
         ),
         StageInfo(
             "execute",
-            "Execution",
-            "downstream API, request construction, credentials, retry policy",
+            gettext_noop("Execution"),
+            gettext_noop("downstream API, request construction, credentials, retry policy"),
         ),
         StageInfo(
             "cleanup",
-            "Cleanup",
-            "the owner of the Quality Lab mutation case",
+            gettext_noop("Cleanup"),
+            gettext_noop("the owner of the Quality Lab mutation case"),
         ),
         StageInfo(
             "learn",
-            "Learning",
-            "trace scrubbing, promotion policy, human review",
+            gettext_noop("Learning"),
+            gettext_noop("trace scrubbing, promotion policy, human review"),
         ),
         StageInfo(
             "service",
-            "Service",
-            "a bug in the adapter or the service",
+            gettext_noop("Service"),
+            gettext_noop("a bug in the adapter or the service"),
         ),
     )
 }
@@ -121,31 +130,41 @@ LANE_INFO: dict[str, LaneInfo] = {
     for info in (
         LaneInfo(
             "retry_safe",
-            "Retry automatically with a bounded backoff (rate limits, transient read timeouts).",
-            "How many attempts were made and when the next retry is due.",
+            gettext_noop(
+                "Retry automatically with a bounded backoff (rate limits, transient read timeouts)."
+            ),
+            gettext_noop("How many attempts were made and when the next retry is due."),
         ),
         LaneInfo(
             "reconcile_first",
-            "Look up the remote status first; retry only after that lookup, never blindly "
-            "(write timeouts, lost callbacks).",
-            "The idempotency key and the remote operation id.",
+            gettext_noop(
+                "Look up the remote status first; retry only after that lookup, never blindly "
+                "(write timeouts, lost callbacks)."
+            ),
+            gettext_noop("The idempotency key and the remote operation id."),
         ),
         LaneInfo(
             "input_stale",
-            "Refresh the inputs, then re-plan (base revision mismatch, expired plan, "
-            "missing user input).",
-            "Which input is stale or missing, and since when.",
+            gettext_noop(
+                "Refresh the inputs, then re-plan (base revision mismatch, expired plan, "
+                "missing user input)."
+            ),
+            gettext_noop("Which input is stale or missing, and since when."),
         ),
         LaneInfo(
             "policy_blocked",
-            "Stop; never work around the policy automatically (permission, scope or "
-            "approval refused).",
-            "The policy id, the approval that is needed, and when it expires.",
+            gettext_noop(
+                "Stop; never work around the policy automatically (permission, scope or "
+                "approval refused)."
+            ),
+            gettext_noop("The policy id, the approval that is needed, and when it expires."),
         ),
         LaneInfo(
             "manual_investigation",
-            "Stop automatic retries and compensation (partial deletes, data mismatches).",
-            "The affected targets and the last confirmed evidence.",
+            gettext_noop(
+                "Stop automatic retries and compensation (partial deletes, data mismatches)."
+            ),
+            gettext_noop("The affected targets and the last confirmed evidence."),
         ),
     )
 }
@@ -158,13 +177,19 @@ EXECUTION_STATES: tuple[str, ...] = (
 )
 
 EXECUTION_STATE_MEANING: dict[str, str] = {
-    "not_started": "No request reached the remote side; repeating the work cannot duplicate it.",
-    "started_unknown": (
-        "The request may have reached the remote side but the outcome is unknown "
-        "(timeout after send, connection reset)."
+    "not_started": gettext_noop(
+        "No request reached the remote side; repeating the work cannot duplicate it."
     ),
-    "partially_completed": "Some of the work happened remotely and some did not.",
-    "completed": ("The remote side finished the request: a success or a definitive rejection."),
+    "started_unknown": (
+        gettext_noop(
+            "The request may have reached the remote side but the outcome is unknown "
+            "(timeout after send, connection reset)."
+        )
+    ),
+    "partially_completed": gettext_noop("Some of the work happened remotely and some did not."),
+    "completed": (
+        gettext_noop("The remote side finished the request: a success or a definitive rejection.")
+    ),
 }
 
 SIDE_EFFECT_GRADES: tuple[str, ...] = ("read", "internal_write", "external_write", "privileged")
@@ -226,42 +251,42 @@ _STAGE_EXECUTION_STATE: dict[str, str] = {
 }
 
 # Triage Guide lines of seed 000, shared by the reasons whose symptom they describe.
-_ADVICE_NOT_IN_TOP_K = (
+_ADVICE_NOT_IN_TOP_K = gettext_noop(
     "Look first at the retrieval evidence and the semantic metadata; improve aliases, "
     "summaries, contracts or graph edges."
 )
-_ADVICE_IN_TOP_K_NOT_SELECTED = (
+_ADVICE_IN_TOP_K_NOT_SELECTED = gettext_noop(
     "Look first at target_selector.rank_signals and the LLM target; improve action, "
     "resource or result-shape evidence, or the selector policy."
 )
-_ADVICE_ASKS_USER = (
+_ADVICE_ASKS_USER = gettext_noop(
     "Look first at api_contract.consumes, the producer edges and the context defaults; add "
     "a context default, a field mapping or a producer."
 )
-_ADVICE_AUTH_PREFLIGHT = (
+_ADVICE_AUTH_PREFLIGHT = gettext_noop(
     "Look first at auth_readiness.failure_reason; set up the auth profile or the session "
     "header resolution."
 )
-_ADVICE_401_403 = (
+_ADVICE_401_403 = gettext_noop(
     "Look first at the downstream request header names and the freshness of the auth "
     "profile; refresh auth or check the downstream policy."
 )
-_ADVICE_400 = (
+_ADVICE_400 = gettext_noop(
     "Look first at the rendered request arguments; fix the schema binding, the enum mapping "
     "or the user input."
 )
-_ADVICE_WRITE_LEFT_DATA = (
+_ADVICE_WRITE_LEFT_DATA = gettext_noop(
     "Look first at the cleanup result; add a cleanup assertion before allowing mutations."
 )
-_ADVICE_REPEATED_SUCCESS = (
+_ADVICE_REPEATED_SUCCESS = gettext_noop(
     "Look first at the learning attempts and the suggestion; keep shadow mode until the "
     "promotion gate passes."
 )
-_ADVICE_OVERRIDE_GUARD = (
+_ADVICE_OVERRIDE_GUARD = gettext_noop(
     "Look first at target_selector.override_assessment and rank_signals; the guard named "
     "here kept the LLM target, so the deterministic winner lacked decisive evidence."
 )
-_ADVICE_ADMISSION = (
+_ADVICE_ADMISSION = gettext_noop(
     "Look first at the admission signals (scores, dropped candidates, token budget) of the "
     "target candidate admission step."
 )
@@ -310,22 +335,24 @@ _REASON_LIST: tuple[ReasonInfo, ...] = (
     _reason(
         "no_candidates",
         "retrieve",
-        meaning="Retrieval returned no usable tool.",
+        meaning=gettext_noop("Retrieval returned no usable tool."),
         evidence_keys=("query", "filter", "top_k"),
-        usual_action="Check the catalog build and the index coverage.",
+        usual_action=gettext_noop("Check the catalog build and the index coverage."),
         operator_action="check_catalog_index_coverage",
         triage_advice=(
-            "Look first at the collection's build and index: is the tool catalog empty or "
-            "filtered out?"
+            gettext_noop(
+                "Look first at the collection's build and index: is the tool catalog empty or "
+                "filtered out?"
+            )
         ),
         lane="manual_investigation",
     ),
     _reason(
         "not_retrieved",
         "retrieve",
-        meaning="The expected target is not in the Top-K.",
+        meaning=gettext_noop("The expected target is not in the Top-K."),
         evidence_keys=("expected_target", "returned_tool_names"),
-        usual_action="Enrich the semantic metadata or add aliases.",
+        usual_action=gettext_noop("Enrich the semantic metadata or add aliases."),
         operator_action="enrich_semantic_metadata",
         triage_advice=_ADVICE_NOT_IN_TOP_K,
         lane="manual_investigation",
@@ -333,13 +360,15 @@ _REASON_LIST: tuple[ReasonInfo, ...] = (
     _reason(
         "low_confidence",
         "retrieve",
-        meaning="The candidate scores are weak.",
+        meaning=gettext_noop("The candidate scores are weak."),
         evidence_keys=("score_distribution", "threshold"),
-        usual_action="Widen the Top-K or add evidence.",
+        usual_action=gettext_noop("Widen the Top-K or add evidence."),
         operator_action="widen_top_k_or_add_evidence",
         triage_advice=(
-            "Look first at the score distribution against the threshold; weak scores everywhere "
-            "mean thin metadata."
+            gettext_noop(
+                "Look first at the score distribution against the threshold; weak scores "
+                "everywhere mean thin metadata."
+            )
         ),
         lane="manual_investigation",
     ),
@@ -347,9 +376,9 @@ _REASON_LIST: tuple[ReasonInfo, ...] = (
     _reason(
         "llm_target_mismatch",
         "select_target",
-        meaning="The LLM picked a different tool than the expected target.",
+        meaning=gettext_noop("The LLM picked a different tool than the expected target."),
         evidence_keys=("llm_target", "expected_target", "selected_target"),
-        usual_action="Check the target selector diagnostic.",
+        usual_action=gettext_noop("Check the target selector diagnostic."),
         operator_action="inspect_target_selector_diagnostic",
         triage_advice=_ADVICE_IN_TOP_K_NOT_SELECTED,
         lane="manual_investigation",
@@ -357,22 +386,24 @@ _REASON_LIST: tuple[ReasonInfo, ...] = (
     _reason(
         "llm_target_not_in_candidates",
         "select_target",
-        meaning="The LLM picked a tool outside the retrieved catalog.",
+        meaning=gettext_noop("The LLM picked a tool outside the retrieved catalog."),
         evidence_keys=("llm_target", "candidate_names"),
-        usual_action="Give the LLM the selector-ranked catalog.",
+        usual_action=gettext_noop("Give the LLM the selector-ranked catalog."),
         operator_action="pass_ranked_catalog_to_llm",
         triage_advice=(
-            "Look first at which catalog the LLM was shown; it should be the selector-ranked "
-            "candidates."
+            gettext_noop(
+                "Look first at which catalog the LLM was shown; it should be the selector-ranked "
+                "candidates."
+            )
         ),
         lane="manual_investigation",
     ),
     _reason(
         "ambiguous_target",
         "select_target",
-        meaning="Several tools have similar evidence.",
+        meaning=gettext_noop("Several tools have similar evidence."),
         evidence_keys=("margin", "tied_candidates", "ambiguity_set"),
-        usual_action="Ask the user to confirm, or keep the LLM target.",
+        usual_action=gettext_noop("Ask the user to confirm, or keep the LLM target."),
         operator_action="confirm_target_with_user",
         triage_advice=_ADVICE_IN_TOP_K_NOT_SELECTED,
         lane="input_stale",
@@ -380,9 +411,9 @@ _REASON_LIST: tuple[ReasonInfo, ...] = (
     _reason(
         "selector_mismatch",
         "select_target",
-        meaning="The deterministic selector picked the wrong target.",
+        meaning=gettext_noop("The deterministic selector picked the wrong target."),
         evidence_keys=("rank_signals", "override_flag"),
-        usual_action="Adjust the generic selector policy or the metadata.",
+        usual_action=gettext_noop("Adjust the generic selector policy or the metadata."),
         operator_action="tune_selector_policy_or_metadata",
         triage_advice=_ADVICE_IN_TOP_K_NOT_SELECTED,
         lane="manual_investigation",
@@ -393,9 +424,13 @@ _REASON_LIST: tuple[ReasonInfo, ...] = (
     _reason(
         "llm_target_overridden",
         "select_target",
-        meaning="The selector replaced the LLM's target with its own, better-evidenced winner.",
+        meaning=gettext_noop(
+            "The selector replaced the LLM's target with its own, better-evidenced winner."
+        ),
         evidence_keys=("llm_target", "selected_target", "margin", "llm_margin", "rank_signals"),
-        usual_action="Check that the override was right; tune the selector policy if not.",
+        usual_action=gettext_noop(
+            "Check that the override was right; tune the selector policy if not."
+        ),
         operator_action="review_selector_override",
         triage_advice=_ADVICE_IN_TOP_K_NOT_SELECTED,
         lane="manual_investigation",
@@ -404,9 +439,13 @@ _REASON_LIST: tuple[ReasonInfo, ...] = (
     _reason(
         "llm_target_preserved",
         "select_target",
-        meaning="The selector kept the LLM's target although another candidate scored higher.",
+        meaning=gettext_noop(
+            "The selector kept the LLM's target although another candidate scored higher."
+        ),
         evidence_keys=("llm_target", "selected_target", "llm_margin", "override_assessment"),
-        usual_action="Check the override guard; add decisive evidence if the LLM was wrong.",
+        usual_action=gettext_noop(
+            "Check the override guard; add decisive evidence if the LLM was wrong."
+        ),
         operator_action="review_llm_target_choice",
         triage_advice=_ADVICE_OVERRIDE_GUARD,
         lane="manual_investigation",
@@ -415,9 +454,13 @@ _REASON_LIST: tuple[ReasonInfo, ...] = (
     _reason(
         "insufficient_contrastive_evidence",
         "select_target",
-        meaning="Sibling candidates could not be told apart by their distinguishing terms.",
+        meaning=gettext_noop(
+            "Sibling candidates could not be told apart by their distinguishing terms."
+        ),
         evidence_keys=("ambiguity_set", "margin", "query_facets"),
-        usual_action="Ask the user to confirm, or add qualifiers that separate the siblings.",
+        usual_action=gettext_noop(
+            "Ask the user to confirm, or add qualifiers that separate the siblings."
+        ),
         operator_action="confirm_target_or_add_contrastive_metadata",
         triage_advice=_ADVICE_IN_TOP_K_NOT_SELECTED,
         lane="input_stale",
@@ -426,9 +469,13 @@ _REASON_LIST: tuple[ReasonInfo, ...] = (
     _reason(
         "selected_by_strong_evidence",
         "select_target",
-        meaning="The selector chose the target on strong evidence, with no LLM conflict.",
+        meaning=gettext_noop(
+            "The selector chose the target on strong evidence, with no LLM conflict."
+        ),
         evidence_keys=("selected_target", "margin", "rank_signals"),
-        usual_action="If the target was wrong, the metadata evidence misleads: fix it.",
+        usual_action=gettext_noop(
+            "If the target was wrong, the metadata evidence misleads: fix it."
+        ),
         operator_action="review_selector_evidence",
         triage_advice=_ADVICE_IN_TOP_K_NOT_SELECTED,
         lane="manual_investigation",
@@ -437,9 +484,13 @@ _REASON_LIST: tuple[ReasonInfo, ...] = (
     _reason(
         "selected_by_rank",
         "select_target",
-        meaning="The selector chose the target by retrieval rank only, without strong evidence.",
+        meaning=gettext_noop(
+            "The selector chose the target by retrieval rank only, without strong evidence."
+        ),
         evidence_keys=("selected_target", "margin", "rank_signals"),
-        usual_action="Add action, resource or result-shape evidence to the tool metadata.",
+        usual_action=gettext_noop(
+            "Add action, resource or result-shape evidence to the tool metadata."
+        ),
         operator_action="add_selector_evidence",
         triage_advice=_ADVICE_IN_TOP_K_NOT_SELECTED,
         lane="manual_investigation",
@@ -448,9 +499,11 @@ _REASON_LIST: tuple[ReasonInfo, ...] = (
     _reason(
         "action_incompatible_override_blocked",
         "select_target",
-        meaning="No override: the selector's winner has an action the query does not ask for.",
+        meaning=gettext_noop(
+            "No override: the selector's winner has an action the query does not ask for."
+        ),
         evidence_keys=("llm_target", "selected_target", "override_assessment", "query_facets"),
-        usual_action="Check the canonical_action metadata of both tools.",
+        usual_action=gettext_noop("Check the canonical_action metadata of both tools."),
         operator_action="review_action_metadata",
         triage_advice=_ADVICE_OVERRIDE_GUARD,
         lane="manual_investigation",
@@ -459,9 +512,9 @@ _REASON_LIST: tuple[ReasonInfo, ...] = (
     _reason(
         "candidate_tie_override_blocked",
         "select_target",
-        meaning="No override: the selector's winner is tied with the runner-up.",
+        meaning=gettext_noop("No override: the selector's winner is tied with the runner-up."),
         evidence_keys=("llm_target", "margin", "override_assessment"),
-        usual_action="Ask the user to confirm, or add evidence that breaks the tie.",
+        usual_action=gettext_noop("Ask the user to confirm, or add evidence that breaks the tie."),
         operator_action="confirm_target_with_user",
         triage_advice=_ADVICE_OVERRIDE_GUARD,
         lane="input_stale",
@@ -470,9 +523,11 @@ _REASON_LIST: tuple[ReasonInfo, ...] = (
     _reason(
         "insufficient_pairwise_margin",
         "select_target",
-        meaning="No override: the winner beats the LLM target by too small a margin.",
+        meaning=gettext_noop("No override: the winner beats the LLM target by too small a margin."),
         evidence_keys=("llm_target", "llm_margin", "override_assessment"),
-        usual_action="Ask the user to confirm, or add evidence that separates the two tools.",
+        usual_action=gettext_noop(
+            "Ask the user to confirm, or add evidence that separates the two tools."
+        ),
         operator_action="confirm_target_with_user",
         triage_advice=_ADVICE_OVERRIDE_GUARD,
         lane="input_stale",
@@ -481,9 +536,11 @@ _REASON_LIST: tuple[ReasonInfo, ...] = (
     _reason(
         "weak_winner_evidence",
         "select_target",
-        meaning="No override: the selector's winner has no strong evidence.",
+        meaning=gettext_noop("No override: the selector's winner has no strong evidence."),
         evidence_keys=("llm_target", "rank_signals", "override_assessment"),
-        usual_action="Add action, resource or result-shape evidence to the tool metadata.",
+        usual_action=gettext_noop(
+            "Add action, resource or result-shape evidence to the tool metadata."
+        ),
         operator_action="add_selector_evidence",
         triage_advice=_ADVICE_OVERRIDE_GUARD,
         lane="manual_investigation",
@@ -492,9 +549,11 @@ _REASON_LIST: tuple[ReasonInfo, ...] = (
     _reason(
         "non_discriminative_override_blocked",
         "select_target",
-        meaning="No override: no evidence source decisively favours the winner over the LLM.",
+        meaning=gettext_noop(
+            "No override: no evidence source decisively favours the winner over the LLM."
+        ),
         evidence_keys=("llm_target", "override_assessment"),
-        usual_action="Add metadata that distinguishes the two tools.",
+        usual_action=gettext_noop("Add metadata that distinguishes the two tools."),
         operator_action="add_distinguishing_metadata",
         triage_advice=_ADVICE_OVERRIDE_GUARD,
         lane="manual_investigation",
@@ -503,9 +562,13 @@ _REASON_LIST: tuple[ReasonInfo, ...] = (
     _reason(
         "negative_only_override_blocked",
         "select_target",
-        meaning="No override: the only case against the LLM target is a weak penalty.",
+        meaning=gettext_noop(
+            "No override: the only case against the LLM target is a weak penalty."
+        ),
         evidence_keys=("llm_target", "override_assessment"),
-        usual_action="Add positive evidence for the intended tool, not only penalties.",
+        usual_action=gettext_noop(
+            "Add positive evidence for the intended tool, not only penalties."
+        ),
         operator_action="add_distinguishing_metadata",
         triage_advice=_ADVICE_OVERRIDE_GUARD,
         lane="manual_investigation",
@@ -514,9 +577,11 @@ _REASON_LIST: tuple[ReasonInfo, ...] = (
     _reason(
         "contradictory_evidence_override_blocked",
         "select_target",
-        meaning="No override: some evidence favours the winner and some favours the LLM target.",
+        meaning=gettext_noop(
+            "No override: some evidence favours the winner and some favours the LLM target."
+        ),
         evidence_keys=("llm_target", "override_assessment"),
-        usual_action="Resolve the contradicting metadata of the two tools.",
+        usual_action=gettext_noop("Resolve the contradicting metadata of the two tools."),
         operator_action="resolve_contradictory_metadata",
         triage_advice=_ADVICE_OVERRIDE_GUARD,
         lane="manual_investigation",
@@ -525,9 +590,11 @@ _REASON_LIST: tuple[ReasonInfo, ...] = (
     _reason(
         "lower_rank_surface_override_blocked",
         "select_target",
-        meaning="No override: the winner ranked lower in retrieval and has no decisive evidence.",
+        meaning=gettext_noop(
+            "No override: the winner ranked lower in retrieval and has no decisive evidence."
+        ),
         evidence_keys=("llm_target", "rank_signals", "override_assessment"),
-        usual_action="Check the retrieval ranking and the metadata of both tools.",
+        usual_action=gettext_noop("Check the retrieval ranking and the metadata of both tools."),
         operator_action="review_retrieval_ranking",
         triage_advice=_ADVICE_OVERRIDE_GUARD,
         lane="manual_investigation",
@@ -537,9 +604,9 @@ _REASON_LIST: tuple[ReasonInfo, ...] = (
     _reason(
         "score_cliff_detected",
         "select_target",
-        meaning="Candidate admission cut the list at a sharp drop in scores.",
+        meaning=gettext_noop("Candidate admission cut the list at a sharp drop in scores."),
         evidence_keys=("score_cliff", "admitted_candidate_count", "dropped_target_candidates"),
-        usual_action="Check that the expected target was not cut below the cliff.",
+        usual_action=gettext_noop("Check that the expected target was not cut below the cliff."),
         operator_action="review_candidate_scores",
         triage_advice=_ADVICE_ADMISSION,
         lane="manual_investigation",
@@ -548,9 +615,11 @@ _REASON_LIST: tuple[ReasonInfo, ...] = (
     _reason(
         "ambiguous_admission_boundary",
         "select_target",
-        meaning="Candidates just inside and just outside the admitted set scored almost alike.",
+        meaning=gettext_noop(
+            "Candidates just inside and just outside the admitted set scored almost alike."
+        ),
         evidence_keys=("boundary_margin", "admitted_candidate_count", "dropped_target_candidates"),
-        usual_action="Expand the candidate set and select again.",
+        usual_action=gettext_noop("Expand the candidate set and select again."),
         operator_action="expand_candidates",
         triage_advice=_ADVICE_ADMISSION,
         lane="input_stale",
@@ -559,9 +628,11 @@ _REASON_LIST: tuple[ReasonInfo, ...] = (
     _reason(
         "token_budget_limited",
         "select_target",
-        meaning="Candidates were dropped because the catalog exceeded the token budget.",
+        meaning=gettext_noop(
+            "Candidates were dropped because the catalog exceeded the token budget."
+        ),
         evidence_keys=("token_budget", "admitted_candidate_count", "dropped_target_candidates"),
-        usual_action="Raise the token budget or compact the tool schemas.",
+        usual_action=gettext_noop("Raise the token budget or compact the tool schemas."),
         operator_action="increase_token_budget",
         triage_advice=_ADVICE_ADMISSION,
         lane="manual_investigation",
@@ -570,9 +641,9 @@ _REASON_LIST: tuple[ReasonInfo, ...] = (
     _reason(
         "minimum_candidate_shortfall",
         "select_target",
-        meaning="Fewer candidates were admitted than the configured minimum.",
+        meaning=gettext_noop("Fewer candidates were admitted than the configured minimum."),
         evidence_keys=("min_candidates", "admitted_candidate_count", "raw_candidate_count"),
-        usual_action="Expand the candidate set and select again.",
+        usual_action=gettext_noop("Expand the candidate set and select again."),
         operator_action="expand_candidates",
         triage_advice=_ADVICE_ADMISSION,
         lane="input_stale",
@@ -581,9 +652,9 @@ _REASON_LIST: tuple[ReasonInfo, ...] = (
     _reason(
         "adaptive_admission_complete",
         "select_target",
-        meaning="Candidate admission finished without any warning.",
+        meaning=gettext_noop("Candidate admission finished without any warning."),
         evidence_keys=("admitted_candidate_count", "raw_candidate_count"),
-        usual_action="Look downstream: admission did not cause this failure.",
+        usual_action=gettext_noop("Look downstream: admission did not cause this failure."),
         operator_action="review_selector_evidence",
         triage_advice=_ADVICE_ADMISSION,
         lane="manual_investigation",
@@ -593,22 +664,24 @@ _REASON_LIST: tuple[ReasonInfo, ...] = (
     _reason(
         "unknown_target",
         "synthesize",
-        meaning="The target tool is not in the graph artifact.",
+        meaning=gettext_noop("The target tool is not in the graph artifact."),
         evidence_keys=("target_tool", "graph_version", "target"),
-        usual_action="Rebuild the artifact or repair the target selection.",
+        usual_action=gettext_noop("Rebuild the artifact or repair the target selection."),
         operator_action="rebuild_artifact_or_repair_target_selection",
         triage_advice=(
-            "Look first at the graph version: the artifact may predate the tool, or selection "
-            "named a tool that does not exist."
+            gettext_noop(
+                "Look first at the graph version: the artifact may predate the tool, or selection "
+                "named a tool that does not exist."
+            )
         ),
         lane="manual_investigation",
     ),
     _reason(
         "unsatisfied_field",
         "synthesize",
-        meaning="A required consumed field cannot be supplied.",
+        meaning=gettext_noop("A required consumed field cannot be supplied."),
         evidence_keys=("field_name", "semantic_tag", "target_tool"),
-        usual_action="Add a producer edge, a context default or a user slot.",
+        usual_action=gettext_noop("Add a producer edge, a context default or a user slot."),
         operator_action="ask_user_or_add_context_default",
         triage_advice=_ADVICE_ASKS_USER,
         lane="input_stale",
@@ -616,19 +689,22 @@ _REASON_LIST: tuple[ReasonInfo, ...] = (
     _reason(
         "enum_required",
         "synthesize",
-        meaning="No value was chosen for a required enum field.",
+        meaning=gettext_noop("No value was chosen for a required enum field."),
         evidence_keys=("field_name", "safe_enum_values", "semantic_tag", "tool"),
-        usual_action="Map enum labels, or let the user choose.",
+        usual_action=gettext_noop("Map enum labels, or let the user choose."),
         operator_action="map_enum_labels_or_ask_user",
         triage_advice=(
-            "Look first at the field's enum values and whether an enum label mapping exists for it."
+            gettext_noop(
+                "Look first at the field's enum values and whether an enum label mapping exists "
+                "for it."
+            )
         ),
         lane="input_stale",
     ),
     _reason(
         "dynamic_option_required",
         "synthesize",
-        meaning="A producer can fetch the runtime options for the missing field.",
+        meaning=gettext_noop("A producer can fetch the runtime options for the missing field."),
         evidence_keys=(
             "producer_name",
             "options_path",
@@ -636,46 +712,54 @@ _REASON_LIST: tuple[ReasonInfo, ...] = (
             "field_name",
             "semantic_tag",
         ),
-        usual_action="Show an option picker before the final plan.",
+        usual_action=gettext_noop("Show an option picker before the final plan."),
         operator_action="show_option_picker",
         triage_advice=(
-            "Look first at the producer and its options path; the UI should offer these options "
-            "before planning."
+            gettext_noop(
+                "Look first at the producer and its options path; the UI should offer these "
+                "options before planning."
+            )
         ),
         lane="input_stale",
     ),
     _reason(
         "cycle",
         "synthesize",
-        meaning="The tool dependency chain visits the same tool again.",
+        meaning=gettext_noop("The tool dependency chain visits the same tool again."),
         evidence_keys=("chain", "tool_name", "tool"),
-        usual_action="Check the graph edges and the producer ranking.",
+        usual_action=gettext_noop("Check the graph edges and the producer ranking."),
         operator_action="review_graph_edges_and_producer_ranking",
         triage_advice=(
-            "Look first at the chain: which producer edge leads back to a tool already being "
-            "resolved."
+            gettext_noop(
+                "Look first at the chain: which producer edge leads back to a tool already being "
+                "resolved."
+            )
         ),
         lane="manual_investigation",
     ),
     _reason(
         "max_depth",
         "synthesize",
-        meaning="The dependency search went deeper than the synthesizer's depth limit.",
+        meaning=gettext_noop(
+            "The dependency search went deeper than the synthesizer's depth limit."
+        ),
         evidence_keys=("max_depth", "current_tool", "tool"),
-        usual_action="Reduce graph noise, or adjust the depth on purpose.",
+        usual_action=gettext_noop("Reduce graph noise, or adjust the depth on purpose."),
         operator_action="reduce_graph_noise_or_adjust_depth",
         triage_advice=(
-            "Look first at the current tool and its producer chain; deep chains usually come from "
-            "noisy graph edges."
+            gettext_noop(
+                "Look first at the current tool and its producer chain; deep chains usually come "
+                "from noisy graph edges."
+            )
         ),
         lane="manual_investigation",
     ),
     _reason(
         "user_input_fallback",
         "synthesize",
-        meaning="The planner went on with a user input slot for a field.",
+        meaning=gettext_noop("The planner went on with a user input slot for a field."),
         evidence_keys=("field_name", "required", "semantic_tag", "tool", "cause"),
-        usual_action="Add a UX slot or a context default.",
+        usual_action=gettext_noop("Add a UX slot or a context default."),
         operator_action="add_ux_slot_or_context_default",
         triage_advice=_ADVICE_ASKS_USER,
         lane="input_stale",
@@ -684,13 +768,19 @@ _REASON_LIST: tuple[ReasonInfo, ...] = (
         "synthesis_error",
         "synthesize",
         meaning=(
-            "Plan synthesis failed without a more specific reason (generic PlanSynthesisError)."
+            gettext_noop(
+                "Plan synthesis failed without a more specific reason (generic PlanSynthesisError)."
+            )
         ),
         evidence_keys=("target_tool", "graph_version"),
-        usual_action="Read the synthesis diagnostic and report a specific reason upstream.",
+        usual_action=gettext_noop(
+            "Read the synthesis diagnostic and report a specific reason upstream."
+        ),
         operator_action="inspect_synthesis_diagnostic",
         triage_advice=(
-            "Look first at the diagnostic's detail keys; the engine gave no specific reason."
+            gettext_noop(
+                "Look first at the diagnostic's detail keys; the engine gave no specific reason."
+            )
         ),
         lane="manual_investigation",
         origin="engine",
@@ -700,9 +790,13 @@ _REASON_LIST: tuple[ReasonInfo, ...] = (
     _reason(
         "binding_failed",
         "bind_request",
-        meaning="A step argument binding could not be resolved from earlier step outputs.",
+        meaning=gettext_noop(
+            "A step argument binding could not be resolved from earlier step outputs."
+        ),
         evidence_keys=("step_id", "binding_path", "error_kind"),
-        usual_action="Repair the field mapping, or re-plan so the binding points at real output.",
+        usual_action=gettext_noop(
+            "Repair the field mapping, or re-plan so the binding points at real output."
+        ),
         operator_action="repair_binding_or_field_mapping",
         triage_advice=_ADVICE_400,
         lane="input_stale",
@@ -710,9 +804,13 @@ _REASON_LIST: tuple[ReasonInfo, ...] = (
     _reason(
         "argument_coercion_failed",
         "bind_request",
-        meaning="An argument could not be coerced to the type or enum its schema requires.",
+        meaning=gettext_noop(
+            "An argument could not be coerced to the type or enum its schema requires."
+        ),
         evidence_keys=("field_name", "expected_type", "coercion_rule"),
-        usual_action="Fix the schema contract or the field mapping, or ask for a valid value.",
+        usual_action=gettext_noop(
+            "Fix the schema contract or the field mapping, or ask for a valid value."
+        ),
         operator_action="fix_argument_schema_mapping",
         triage_advice=_ADVICE_400,
         lane="input_stale",
@@ -720,9 +818,11 @@ _REASON_LIST: tuple[ReasonInfo, ...] = (
     _reason(
         "missing_required_argument",
         "bind_request",
-        meaning="A required request argument has no value when the request is built.",
+        meaning=gettext_noop("A required request argument has no value when the request is built."),
         evidence_keys=("field_name", "location", "target_tool"),
-        usual_action="Ask the user for the value or fix the runtime argument builder.",
+        usual_action=gettext_noop(
+            "Ask the user for the value or fix the runtime argument builder."
+        ),
         operator_action="ask_user_or_fix_argument_builder",
         triage_advice=_ADVICE_ASKS_USER,
         lane="input_stale",
@@ -731,9 +831,9 @@ _REASON_LIST: tuple[ReasonInfo, ...] = (
     _reason(
         "auth_context_required",
         "auth_preflight",
-        meaning="Auth is required but there is no runtime user or session context.",
+        meaning=gettext_noop("Auth is required but there is no runtime user or session context."),
         evidence_keys=("auth_readiness", "auth_profile_id_present", "auth_token_present"),
-        usual_action="Run from the login UI or with a service account.",
+        usual_action=gettext_noop("Run from the login UI or with a service account."),
         operator_action="run_with_login_or_service_account",
         triage_advice=_ADVICE_AUTH_PREFLIGHT,
         lane="policy_blocked",
@@ -741,9 +841,9 @@ _REASON_LIST: tuple[ReasonInfo, ...] = (
     _reason(
         "auth_profile_missing",
         "auth_preflight",
-        meaning="The collection or tool requires auth but has no auth profile.",
+        meaning=gettext_noop("The collection or tool requires auth but has no auth profile."),
         evidence_keys=("auth_readiness", "auth_profile_id_present"),
-        usual_action="Configure the collection's auth profile.",
+        usual_action=gettext_noop("Configure the collection's auth profile."),
         operator_action="configure_auth_profile",
         triage_advice=_ADVICE_AUTH_PREFLIGHT,
         lane="policy_blocked",
@@ -751,9 +851,9 @@ _REASON_LIST: tuple[ReasonInfo, ...] = (
     _reason(
         "auth_header_resolution_failed",
         "auth_preflight",
-        meaning="An auth profile exists but the adapter could not build the headers.",
+        meaning=gettext_noop("An auth profile exists but the adapter could not build the headers."),
         evidence_keys=("auth_readiness", "session_station_header_names"),
-        usual_action="Check the session header resolver.",
+        usual_action=gettext_noop("Check the session header resolver."),
         operator_action="check_session_header_resolver",
         triage_advice=_ADVICE_AUTH_PREFLIGHT,
         lane="policy_blocked",
@@ -762,9 +862,9 @@ _REASON_LIST: tuple[ReasonInfo, ...] = (
     _reason(
         "auth_failed",
         "execute",
-        meaning="The downstream API returned 401 or 403.",
+        meaning=gettext_noop("The downstream API returned 401 or 403."),
         evidence_keys=("http_status", "session_station_header_names", "auth_profile_id_present"),
-        usual_action="Refresh the credentials or check the downstream policy.",
+        usual_action=gettext_noop("Refresh the credentials or check the downstream policy."),
         operator_action="refresh_credentials",
         triage_advice=_ADVICE_401_403,
         api_called="yes",
@@ -777,9 +877,9 @@ _REASON_LIST: tuple[ReasonInfo, ...] = (
     _reason(
         "http_4xx",
         "execute",
-        meaning="The downstream API rejected the request.",
+        meaning=gettext_noop("The downstream API rejected the request."),
         evidence_keys=("http_status", "argument_names", "error_code"),
-        usual_action="Check the request arguments and the business validation.",
+        usual_action=gettext_noop("Check the request arguments and the business validation."),
         operator_action="fix_request_arguments",
         triage_advice=_ADVICE_400,
         api_called="yes",
@@ -789,15 +889,17 @@ _REASON_LIST: tuple[ReasonInfo, ...] = (
     _reason(
         "http_5xx",
         "execute",
-        meaning="The downstream API failed on the server side.",
+        meaning=gettext_noop("The downstream API failed on the server side."),
         evidence_keys=("http_status", "request_id", "attempt"),
-        usual_action="Retry only when it is safe; check the API logs.",
+        usual_action=gettext_noop("Retry only when it is safe; check the API logs."),
         operator_action="retry_with_backoff",
         api_called="yes",
         retryable=True,
         triage_advice=(
-            "Look first at the downstream API logs for the request id; retry only reads or "
-            "idempotent writes."
+            gettext_noop(
+                "Look first at the downstream API logs for the request id; retry only reads or "
+                "idempotent writes."
+            )
         ),
         lane="retry_safe",
         # A read is assumed; the lane module upgrades writes to started_unknown.
@@ -806,15 +908,17 @@ _REASON_LIST: tuple[ReasonInfo, ...] = (
     _reason(
         "timeout",
         "execute",
-        meaning="The request exceeded its timeout.",
+        meaning=gettext_noop("The request exceeded its timeout."),
         evidence_keys=("timeout_ms", "elapsed_ms", "request_sent"),
-        usual_action="Check the timeout, the paging and the downstream latency.",
+        usual_action=gettext_noop("Check the timeout, the paging and the downstream latency."),
         operator_action="check_timeout_and_latency",
         api_called="maybe",
         retryable=True,
         triage_advice=(
-            "Look first at whether the request was sent; a write that timed out after send "
-            "needs a status lookup."
+            gettext_noop(
+                "Look first at whether the request was sent; a write that timed out after send "
+                "needs a status lookup."
+            )
         ),
         # Reads are assumed; the lane module sends writes timed out after send to
         # reconcile_first, and evidence that nothing was sent to not_started.
@@ -824,13 +928,15 @@ _REASON_LIST: tuple[ReasonInfo, ...] = (
     _reason(
         "network_error",
         "execute",
-        meaning="The transport failed before a meaningful HTTP response.",
+        meaning=gettext_noop("The transport failed before a meaningful HTTP response."),
         evidence_keys=("error_class", "host", "request_sent"),
-        usual_action="Check DNS, TLS, the proxy and the allowlist.",
+        usual_action=gettext_noop("Check DNS, TLS, the proxy and the allowlist."),
         operator_action="check_dns_tls_proxy_allowlist",
         api_called="maybe",
         retryable=True,
-        triage_advice="Look first at DNS, TLS, proxy and allowlist settings for the host.",
+        triage_advice=gettext_noop(
+            "Look first at DNS, TLS, proxy and allowlist settings for the host."
+        ),
         lane="retry_safe",
         default_execution_state="started_unknown",
     ),
@@ -840,16 +946,22 @@ _REASON_LIST: tuple[ReasonInfo, ...] = (
     _reason(
         "base_url_not_configured",
         "execute",
-        meaning="An execute case could not call the API: its collection has no base URL.",
+        meaning=gettext_noop(
+            "An execute case could not call the API: its collection has no base URL."
+        ),
         evidence_keys=("base_url_present", "spec_server_url", "request_sent"),
-        usual_action="Set the collection's base URL (its settings, or import-collection "
-        "--base-url), then run the execute cases again.",
+        usual_action=gettext_noop(
+            "Set the collection's base URL (its settings, or import-collection "
+            "--base-url), then run the execute cases again."
+        ),
         operator_action="configure_collection_base_url",
         triage_advice=(
-            "Look first at the collection's settings: a spec without an absolute servers "
-            "URL gives no base URL, and nothing is called until someone sets one."
+            gettext_noop(
+                "Look first at the collection's settings: a spec without an absolute servers "
+                "URL gives no base URL, and nothing is called until someone sets one."
+            )
         ),
-        usually_fixed_in="Quality Lab collection settings (base URL, allowed hosts)",
+        usually_fixed_in=gettext_noop("Quality Lab collection settings (base URL, allowed hosts)"),
         # Nothing was sent; the collection must be configured, never worked around.
         api_called="no",
         lane="policy_blocked",
@@ -860,9 +972,9 @@ _REASON_LIST: tuple[ReasonInfo, ...] = (
     _reason(
         "cleanup_failed",
         "cleanup",
-        meaning="A mutating validation case could not restore the state it changed.",
+        meaning=gettext_noop("A mutating validation case could not restore the state it changed."),
         evidence_keys=("case_id", "cleanup_step", "http_status", "affected_targets"),
-        usual_action="Fix the cleanup steps before activating the case.",
+        usual_action=gettext_noop("Fix the cleanup steps before activating the case."),
         operator_action="fix_cleanup_steps",
         triage_advice=_ADVICE_WRITE_LEFT_DATA,
         lane="manual_investigation",
@@ -871,9 +983,9 @@ _REASON_LIST: tuple[ReasonInfo, ...] = (
     _reason(
         "cleanup_not_configured",
         "cleanup",
-        meaning="A mutating execute case has no cleanup plan.",
+        meaning=gettext_noop("A mutating execute case has no cleanup plan."),
         evidence_keys=("case_id", "mutation_safety"),
-        usual_action="Keep the case inactive or add cleanup.",
+        usual_action=gettext_noop("Keep the case inactive or add cleanup."),
         operator_action="add_cleanup_or_keep_case_inactive",
         triage_advice=_ADVICE_WRITE_LEFT_DATA,
         # The guard fires before the mutating case runs, so nothing was called.
@@ -886,12 +998,14 @@ _REASON_LIST: tuple[ReasonInfo, ...] = (
     _reason(
         "scrub_failed",
         "learn",
-        meaning="The trace payload could not be compacted safely.",
+        meaning=gettext_noop("The trace payload could not be compacted safely."),
         evidence_keys=("record_type", "field_path"),
-        usual_action="Reject the learning record.",
+        usual_action=gettext_noop("Reject the learning record."),
         operator_action="reject_learning_record",
         triage_advice=(
-            "Look first at which field path could not be scrubbed; the record stays rejected."
+            gettext_noop(
+                "Look first at which field path could not be scrubbed; the record stays rejected."
+            )
         ),
         # The security boundary refused the record; there is nothing to retry.
         lane="policy_blocked",
@@ -899,9 +1013,9 @@ _REASON_LIST: tuple[ReasonInfo, ...] = (
     _reason(
         "insufficient_repeated_success",
         "learn",
-        meaning="The promotion threshold is not met yet.",
+        meaning=gettext_noop("The promotion threshold is not met yet."),
         evidence_keys=("query_family", "observations", "required_observations", "failure_ratio"),
-        usual_action="Stay in shadow mode.",
+        usual_action=gettext_noop("Stay in shadow mode."),
         operator_action="keep_shadow_mode",
         triage_advice=_ADVICE_REPEATED_SUCCESS,
         # The promotion gate is a policy: waiting for observations, never bypassing it.
@@ -910,9 +1024,9 @@ _REASON_LIST: tuple[ReasonInfo, ...] = (
     _reason(
         "promotion_rejected",
         "learn",
-        meaning="A person or a policy rejected the suggestion.",
+        meaning=gettext_noop("A person or a policy rejected the suggestion."),
         evidence_keys=("suggestion_kind", "rejection_reason", "query_family"),
-        usual_action="Store the rejection reason; never apply the boost.",
+        usual_action=gettext_noop("Store the rejection reason; never apply the boost."),
         operator_action="record_rejection_reason",
         triage_advice=_ADVICE_REPEATED_SUCCESS,
         lane="policy_blocked",
@@ -921,11 +1035,13 @@ _REASON_LIST: tuple[ReasonInfo, ...] = (
     _reason(
         "uncaught_server_error",
         "service",
-        meaning="The adapter or the service raised an error nobody handled.",
+        meaning=gettext_noop("The adapter or the service raised an error nobody handled."),
         evidence_keys=("exception_type", "request_id"),
-        usual_action="Fix the bug in the adapter or the service.",
+        usual_action=gettext_noop("Fix the bug in the adapter or the service."),
         operator_action="fix_adapter_or_service_bug",
-        triage_advice="Look first at the exception type and the service logs for the request id.",
+        triage_advice=gettext_noop(
+            "Look first at the exception type and the service logs for the request id."
+        ),
         lane="manual_investigation",
         default_execution_state="started_unknown",
     ),

@@ -10,6 +10,8 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, QueryDi
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.text import capfirst
+from django.utils.translation import gettext, ngettext
 from django.views.decorators.http import require_POST, require_safe
 from django_htmx.http import push_url
 
@@ -32,6 +34,11 @@ from triage.services import (
 )
 
 BULK_ACTIONS = ("acknowledge", "resolve", "mute", "reopen", "assign")
+
+
+def _action_label(action: str) -> str:
+    """What the pages call an action (its code is the form's value)."""
+    return str(dict(GroupActionForm.base_fields["action"].choices).get(action, action))  # type: ignore[attr-defined]
 
 
 @require_safe
@@ -63,7 +70,7 @@ def triage_page(request: HttpRequest) -> HttpResponse:
         "query_without_source": query_without_source,
         "back_suffix": f"?{urlencode({'back': query})}" if query else "",
         "bulk_form": BulkActionForm(),
-        "bulk_actions": BULK_ACTIONS,
+        "bulk_actions": [(action, _action_label(action)) for action in BULK_ACTIONS],
         "can_act": request.user.has_perm(roles.ACT_ON_GROUP),
         "last_bulk": _last_bulk(request),
     }
@@ -165,7 +172,8 @@ def group_act_view(request: HttpRequest, group_id: int) -> HttpResponse:
         except GroupActionError as exc:
             messages.error(request, str(exc))
         else:
-            messages.success(request, f"{data['action'].capitalize()}: done.")
+            label = capfirst(_action_label(data["action"]))
+            messages.success(request, gettext("%(action)s: done.") % {"action": label})
     else:
         messages.error(request, _form_errors(form))
     return HttpResponseRedirect(_group_url(group, back))
@@ -185,9 +193,14 @@ def group_undo_view(request: HttpRequest, group_id: int, action_id: int) -> Http
         messages.error(request, str(exc))
     else:
         if restored:
-            messages.success(request, f"Undid {action.action}.")
+            label = _action_label(action.action)
+            messages.success(request, gettext("Undid %(action)s.") % {"action": label})
         else:
-            messages.error(request, f"Not undone: the group changed after the {action.action}.")
+            label = _action_label(action.action)
+            messages.error(
+                request,
+                gettext("Not undone: the group changed after the %(action)s.") % {"action": label},
+            )
     request.session.pop("last_group_action_id", None)
     return HttpResponseRedirect(_group_url(group, action.query))
 
@@ -201,12 +214,14 @@ def bulk_act_view(request: HttpRequest) -> HttpResponse:
     query = request.POST.get("query", "")
     back = f"{reverse('triage:home')}?{query}" if query else reverse("triage:home")
     if not form.is_valid() or form.cleaned_data["action"] not in BULK_ACTIONS:
-        messages.error(request, _form_errors(form) or "Choose an action for the groups.")
+        messages.error(request, _form_errors(form) or gettext("Choose an action for the groups."))
         return HttpResponseRedirect(back)
     now = timezone.now()
     filter_form = TriageFilterForm(_query_dict(query), now=now)
     if not filter_form.is_valid():
-        messages.error(request, "The filter of these groups is not valid: nothing was changed.")
+        messages.error(
+            request, gettext("The filter of these groups is not valid: nothing was changed.")
+        )
         return HttpResponseRedirect(reverse("triage:home"))
     window = filter_form.window_range(now=now)
     groups = list(
@@ -218,8 +233,14 @@ def bulk_act_view(request: HttpRequest) -> HttpResponse:
     if len(groups) != data["confirm_count"]:
         messages.error(
             request,
-            f"The filter now shows {len(groups)} groups, not {data['confirm_count']}: "
-            "nothing was changed. Check the list and confirm again.",
+            ngettext(
+                "The filter now shows %(shown)d group, not %(confirmed)d: nothing was changed. "
+                "Check the list and confirm again.",
+                "The filter now shows %(shown)d groups, not %(confirmed)d: nothing was changed. "
+                "Check the list and confirm again.",
+                len(groups),
+            )
+            % {"shown": len(groups), "confirmed": data["confirm_count"]},
         )
         return HttpResponseRedirect(back)
     try:
@@ -237,7 +258,11 @@ def bulk_act_view(request: HttpRequest) -> HttpResponse:
         messages.error(request, str(exc))
         return HttpResponseRedirect(back)
     request.session["last_bulk_id"] = bulk.pk
-    messages.success(request, f"{data['action'].capitalize()}: {bulk.group_count} groups.")
+    messages.success(
+        request,
+        ngettext("%(action)s: %(count)d group.", "%(action)s: %(count)d groups.", bulk.group_count)
+        % {"action": capfirst(_action_label(data["action"])), "count": bulk.group_count},
+    )
     return HttpResponseRedirect(back)
 
 
@@ -252,8 +277,19 @@ def bulk_undo_view(request: HttpRequest, bulk_id: int) -> HttpResponse:
         messages.error(request, str(exc))
     else:
         skipped = bulk.group_count - restored
-        note = f" ({skipped} changed since and left alone)" if skipped else ""
-        messages.success(request, f"Undid {bulk.action} on {restored} groups{note}.")
+        label = _action_label(bulk.action)
+        text = ngettext(
+            "Undid %(action)s on %(count)d group.",
+            "Undid %(action)s on %(count)d groups.",
+            restored,
+        ) % {"action": label, "count": restored}
+        if skipped:
+            text += " " + ngettext(
+                "(%(skipped)d changed since and was left alone.)",
+                "(%(skipped)d changed since and were left alone.)",
+                skipped,
+            ) % {"skipped": skipped}
+        messages.success(request, text)
     request.session.pop("last_bulk_id", None)
     back = f"{reverse('triage:home')}?{bulk.query}" if bulk.query else reverse("triage:home")
     return HttpResponseRedirect(back)

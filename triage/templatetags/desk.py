@@ -11,8 +11,20 @@ from django import template
 from django.urls import reverse
 from django.utils.html import escape, format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
+from django.utils.translation import get_language, gettext, ngettext, pgettext
+
+from triage.models import GroupStatus
 
 register = template.Library()
+
+
+def _spark_unit_label(unit: str) -> str:
+    """A sparkline's bin in words (TriageOverview.spark_unit gives the code)."""
+    if unit == "hour":
+        return pgettext("sparkline bin", "hour")
+    if unit == "day":
+        return pgettext("sparkline bin", "day")
+    return pgettext("sparkline bin", "bin")
 
 
 @register.simple_tag
@@ -32,7 +44,15 @@ def sparkline(
                 f'<rect x="{index * step:.1f}" y="{height - bar:.1f}" '
                 f'width="{max(step - 1, 1):.1f}" height="{bar:.1f}"></rect>'
             )
-    title = escape(label or f"{sum(values)} records, peak {top} per {unit}")
+    title = escape(
+        label
+        or ngettext(
+            "%(total)d record, peak %(peak)d per %(unit)s",
+            "%(total)d records, peak %(peak)d per %(unit)s",
+            sum(values),
+        )
+        % {"total": sum(values), "peak": top, "unit": _spark_unit_label(unit)}
+    )
     return mark_safe(
         f'<svg class="spark" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
         f'role="img" aria-label="{title}"><title>{title}</title>{"".join(bars)}</svg>'
@@ -43,6 +63,7 @@ def sparkline(
 def timeline(values: list[int], start: datetime, width: int = 720, height: int = 90) -> SafeString:
     """Hourly bars with a label at each day boundary."""
     plot = height - 14
+    label = escape(gettext("records per hour, peak %(peak)d") % {"peak": max([*values, 1])})
     top = max([*values, 1])
     step = width / max(len(values), 1)
     parts = []
@@ -59,7 +80,7 @@ def timeline(values: list[int], start: datetime, width: int = 720, height: int =
             parts.append(f'<text x="{index * step:.1f}" y="{height - 2}">{moment:%m-%d}</text>')
     return mark_safe(
         f'<svg class="timeline" width="100%" height="{height}" viewBox="0 0 {width} {height}" '
-        f'preserveAspectRatio="none" role="img" aria-label="records per hour, peak {top}">'
+        f'preserveAspectRatio="none" role="img" aria-label="{label}">'
         f"{''.join(parts)}</svg>"
     )
 
@@ -95,9 +116,29 @@ def lane_pill(lane: str) -> SafeString:
     return format_html('<span class="pill lane-{}">{}</span>', lane, lane)
 
 
+def status_label(status: str) -> str:
+    """What the pages call a group status (the code stays in the markup's class)."""
+    labels = _status_labels()
+    return labels.get(status, status)
+
+
+def _status_labels() -> dict[str, str]:
+    # One dictionary per language, built on first use: the triage page calls this per row.
+    language = get_language() or ""
+    labels = _STATUS_LABELS.get(language)
+    if labels is None:
+        labels = _STATUS_LABELS[language] = {
+            str(value): str(label) for value, label in GroupStatus.choices
+        }
+    return labels
+
+
+_STATUS_LABELS: dict[str, dict[str, str]] = {}
+
+
 @register.simple_tag
 def status_pill(status: str) -> SafeString:
-    return format_html('<span class="status-{}">{}</span>', status, status)
+    return format_html('<span class="status-{}">{}</span>', status, status_label(status))
 
 
 @register.simple_tag
@@ -117,15 +158,21 @@ def reason_rows(
     """
     joiner = "" if narrow_base.endswith("?") else "&"
     html = []
+    texts = _row_texts()
     for row in section.rows:
         if narrowed:
             groups = _group_list(row, back_suffix)
         elif len(row.groups) > 1:
             link = f"{narrow_base}{joiner}stage={quote(row.stage)}&reason={quote(row.reason)}"
             groups = format_html(
-                ' · <a href="{}">its {} groups, by tool and collection →</a>',
+                ' · <a href="{}">{}</a>',
                 link,
-                len(row.groups),
+                ngettext(
+                    "its %(count)d group, by tool and collection →",
+                    "its %(count)d groups, by tool and collection →",
+                    len(row.groups),
+                )
+                % {"count": len(row.groups)},
             )
         else:
             groups = mark_safe("")
@@ -141,10 +188,10 @@ def reason_rows(
                 _stage_label(row.stage) if section.flat else "",
                 reverse("triage:group", args=[row.top_group.pk]) + back_suffix,
                 row.reason,
-                _UNMAPPED_PILL if row.info is None else _origin_pill(row.info),
+                texts["unmapped"] if row.info is None else _origin_pill(row.info, texts),
                 _source_mix(row.source_mix),
                 _flags(row, window_label),
-                f"{thousands(row.previous_count)} in the window before",
+                texts["before"] % {"count": thousands(row.previous_count)},
                 thousands(row.count),
                 sparkline(row.spark, unit=unit),
                 _first_two(row.tools, '<span class="code">{}</span>'),
@@ -164,19 +211,33 @@ def reason_rows(
     return mark_safe("".join(html))
 
 
-_UNMAPPED_PILL = mark_safe(
-    ' <span class="pill muted" title="not in the taxonomy yet">unmapped</span>'
-)
+def _row_texts() -> dict[str, Any]:
+    """The fixed words of a reason row in the active language, built once per language
+    (the rows are the page's hot loop)."""
+    language = get_language() or ""
+    texts = _ROW_TEXTS.get(language)
+    if texts is None:
+        texts = _ROW_TEXTS[language] = {
+            "unmapped": format_html(
+                ' <span class="pill muted" title="{}">{}</span>',
+                gettext("not in the taxonomy yet"),
+                gettext("unmapped"),
+            ),
+            "adapter": format_html(
+                ' <span class="pill muted" title="{}">{}</span>',
+                gettext("Triage Desk's own reason: in the taxonomy, not in the seed catalog"),
+                pgettext("reason origin", "adapter"),
+            ),
+            "before": gettext("%(count)s in the window before"),
+        }
+    return texts
 
 
-_ADAPTER_PILL = mark_safe(
-    ' <span class="pill muted" title="Triage Desk\'s own reason: in the taxonomy, not in the '
-    'seed catalog">adapter</span>'
-)
+_ROW_TEXTS: dict[str, dict[str, Any]] = {}
 
 
-def _origin_pill(info: Any) -> SafeString:
-    return _ADAPTER_PILL if info.origin == "adapter" else mark_safe("")
+def _origin_pill(info: Any, texts: dict[str, Any]) -> SafeString:
+    return texts["adapter"] if info.origin == "adapter" else mark_safe("")
 
 
 def _stage_label(stage: str) -> SafeString:
@@ -188,14 +249,16 @@ def _flags(row: Any, window_label: str) -> SafeString:
     before it."""
     if row.new:
         return format_html(
-            ' <span class="pill flag-new" title="first seen in the {}">new</span>', window_label
+            ' <span class="pill flag-new" title="{}">{}</span>',
+            gettext("first seen in the %(window)s") % {"window": window_label},
+            pgettext("reason row", "new"),
         )
     if row.spiking:
         return format_html(
-            ' <span class="pill flag-spiking" title="{} records, {} in the window before">'
-            "spiking</span>",
-            thousands(row.count),
-            thousands(row.previous_count),
+            ' <span class="pill flag-spiking" title="{}">{}</span>',
+            gettext("%(count)s records, %(before)s in the window before")
+            % {"count": thousands(row.count), "before": thousands(row.previous_count)},
+            gettext("spiking"),
         )
     return mark_safe("")
 
@@ -205,7 +268,8 @@ def _source_mix(mix: dict[str, int]) -> SafeString:
     if len(mix) < 2:
         return mark_safe("")
     return format_html(
-        ' <span class="small muted source-mix" title="records by source, all time">{}</span>',
+        ' <span class="small muted source-mix" title="{}">{}</span>',
+        gettext("records by source, all time"),
         " · ".join(
             f"{source} {thousands(count)}"
             for source, count in sorted(mix.items(), key=lambda item: -item[1])
@@ -225,7 +289,10 @@ def _row_status(row: Any) -> SafeString:
     status = status_pill(row.status)
     if len(row.groups) > 1:
         status = format_html(
-            '{} <span class="muted small">{} groups</span>', status, len(row.groups)
+            '{} <span class="muted small">{}</span>',
+            status,
+            ngettext("%(count)d group", "%(count)d groups", len(row.groups))
+            % {"count": len(row.groups)},
         )
     if row.assignees:
         status = format_html(
@@ -235,14 +302,32 @@ def _row_status(row: Any) -> SafeString:
 
 
 def _advice(info: Any) -> SafeString:
+    """The advice line under a reason row: the catalog's meaning, where to look first and
+    the usual fix, in the active language (kept per language and reason: a hot loop)."""
+    key = (get_language() or "", info.code if info is not None else "")
+    advice = _ADVICE.get(key)
+    if advice is None:
+        advice = _ADVICE[key] = _advice_text(info)
+    return advice
+
+
+_ADVICE: dict[tuple[str, str], SafeString] = {}
+
+
+def _advice_text(info: Any) -> SafeString:
     if info is None:
         return format_html(
-            "A reason the taxonomy does not know yet: see the group's evidence and the "
-            '<a href="{}#unmapped">unmapped reasons</a> list.',
+            gettext(
+                "A reason the taxonomy does not know yet: see the group's evidence and the "
+                '<a href="{}#unmapped">unmapped reasons</a> list.'
+            ),
             reverse("triage:ingestion"),
         )
     return format_html(
-        "{} · look at: {} · usual fix: {}", info.meaning, info.triage_advice, info.usual_action
+        gettext("{meaning} · look at: {advice} · usual fix: {fix}"),
+        meaning=gettext(info.meaning),
+        advice=gettext(info.triage_advice),
+        fix=gettext(info.usual_action),
     )
 
 
@@ -250,10 +335,13 @@ def _group_list(row: Any, back_suffix: str = "") -> SafeString:
     """Every group of the reason, when the page is narrowed to it."""
     items = (
         format_html(
-            '<li><a href="{}"><span class="code">{}</span> in {}</a> · {} · {}{}</li>',
+            '<li><a href="{}">{}</a> · {} · {}{}</li>',
             reverse("triage:group", args=[item.group.pk]) + back_suffix,
-            item.group.tool or "(no tool)",
-            item.group.collection or "(no collection)",
+            format_html(
+                gettext('<span class="code">{tool}</span> in {collection}'),
+                tool=item.group.tool or gettext("(no tool)"),
+                collection=item.group.collection or gettext("(no collection)"),
+            ),
             thousands(item.window_count),
             status_pill(item.group.status),
             format_html(' <span class="muted small">· {}</span>', item.group.assignee)

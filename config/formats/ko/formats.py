@@ -1,0 +1,7 @@
+"""How the pages write dates in Korean: 2026년 12월 1일, 12월 1일 14:05 (24-hour clock)."""
+
+DATE_FORMAT = "Y년 n월 j일"
+DATETIME_FORMAT = "Y년 n월 j일 H:i"
+SHORT_DATETIME_FORMAT = "n월 j일 H:i"
+MONTH_DAY_FORMAT = "n월 j일"
+TIME_FORMAT = "H:i"
