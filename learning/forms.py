@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
+from django.utils.translation import gettext, gettext_lazy
 from graph_tool_call.learning import SUGGESTION_TYPES
 
 from learning.models import QUEUE_ORDER, RejectionReason
@@ -17,23 +18,29 @@ class QueueFilterForm(forms.Form):
 
     collection = forms.ChoiceField(required=False)
     type = forms.ChoiceField(
-        choices=[("", "any type"), *((name, name) for name in sorted(SUGGESTION_TYPES))],
+        choices=[
+            ("", gettext_lazy("any type")),
+            *((name, name) for name in sorted(SUGGESTION_TYPES)),
+        ],
         required=False,
     )
     status = forms.ChoiceField(
-        choices=[("", "any status"), *((status, status) for status in QUEUE_ORDER)],
+        choices=[
+            ("", gettext_lazy("any status")),
+            *((status.value, status.label) for status in QUEUE_ORDER),
+        ],
         required=False,
     )
-    family = forms.CharField(required=False, max_length=200, label="query family")
+    family = forms.CharField(required=False, max_length=200, label=gettext_lazy("query family"))
     page = forms.IntegerField(required=False, min_value=1, max_value=1_000_000)
 
     def __init__(self, *args: Any, collections: list[str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         field = self.fields["collection"]
         assert isinstance(field, forms.ChoiceField)
-        field.choices = [("", "any collection"), *((name, name) for name in collections)]
+        field.choices = [("", gettext("any collection")), *((name, name) for name in collections)]
         self.fields["family"].widget.attrs.update(
-            {"placeholder": "query family contains…", "type": "search"}
+            {"placeholder": gettext("query family contains…"), "type": "search"}
         )
 
     def filters(self) -> QueueFilters:

@@ -22,7 +22,7 @@ write-capable collections always wait for a reviewer.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
@@ -69,10 +69,16 @@ class GateFacts:
 class GateCheck:
     name: str
     passed: bool
-    detail: str
+    detail: str  # in English; the pages write it again from params in the reader's language
+    params: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "passed": self.passed, "detail": self.detail}
+        return {
+            "name": self.name,
+            "passed": self.passed,
+            "detail": self.detail,
+            "params": self.params,
+        }
 
 
 @dataclass(frozen=True)
@@ -101,18 +107,31 @@ def evaluate_gate(facts: GateFacts, thresholds: Thresholds) -> GateVerdict:
             "repeated_success",
             facts.observations >= needed,
             f"{facts.observations} successful observation{_s(facts.observations)} (needs {needed})",
+            {"observations": facts.observations, "needed": needed},
         ),
         GateCheck(
             "failure_ratio",
             ratio <= thresholds.max_recent_failure_ratio,
             f"{facts.recent_failures} of {total} recent attempt{_s(total)} with this target "
             f"failed ({ratio:.0%}; at most {thresholds.max_recent_failure_ratio:.0%})",
+            {
+                "failures": facts.recent_failures,
+                "total": total,
+                "ratio": f"{ratio:.0%}",
+                "limit": f"{thresholds.max_recent_failure_ratio:.0%}",
+            },
         ),
         GateCheck(
             "stable_target",
             facts.family_successes > 0 and agreement >= thresholds.min_target_agreement,
             f"{facts.agreeing_successes} of {facts.family_successes} recent successes of the "
             f"query family agree ({agreement:.0%}; needs {thresholds.min_target_agreement:.0%})",
+            {
+                "agreeing": facts.agreeing_successes,
+                "successes": facts.family_successes,
+                "agreement": f"{agreement:.0%}",
+                "needed": f"{thresholds.min_target_agreement:.0%}",
+            },
         ),
         GateCheck(
             "scrubbed_evidence",
@@ -120,6 +139,7 @@ def evaluate_gate(facts: GateFacts, thresholds: Thresholds) -> GateVerdict:
             "an attempt behind it carried a secret (stored scrubbed)"
             if facts.sensitive
             else "no attempt behind it carried a secret",
+            {"sensitive": facts.sensitive},
         ),
         GateCheck(
             "same_collection",
@@ -127,6 +147,7 @@ def evaluate_gate(facts: GateFacts, thresholds: Thresholds) -> GateVerdict:
             "suggestion and attempts belong to this collection"
             if facts.same_collection
             else "evidence from another collection",
+            {"same_collection": facts.same_collection},
         ),
         GateCheck(
             "collection_allows_learning",
@@ -134,6 +155,7 @@ def evaluate_gate(facts: GateFacts, thresholds: Thresholds) -> GateVerdict:
             "the collection's policy allows learning"
             if facts.learning_allowed
             else "the collection's policy does not allow learning",
+            {"learning_allowed": facts.learning_allowed},
         ),
     )
     status = PROMOTABLE if all(check.passed for check in checks) else SUGGESTED

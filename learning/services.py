@@ -21,6 +21,7 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext
 from graph_tool_call.learning import (
     SUGGESTION_DATA_FLOW_EDGE,
     SUGGESTION_PLAN_PATH,
@@ -98,16 +99,21 @@ def collection_learning_policy_set(
     """Change a collection's learning policy; the gate then runs again on its suggestions
     (turning learning off demotes what is promoted, with a history row each)."""
     if learning_mode not in LearningMode.values:
-        raise DecisionError(f"Unknown learning mode {learning_mode!r}.")
+        raise DecisionError(gettext("Unknown learning mode %(mode)r.") % {"mode": learning_mode})
     with transaction.atomic():
         locked = Collection.objects.select_for_update().get(pk=collection.pk)
         changes = []
         if locked.learning_mode != learning_mode:
-            changes.append(f"mode {locked.learning_mode} -> {learning_mode}")
+            changes.append(
+                gettext("mode %(before)s -> %(after)s")
+                % {"before": locked.learning_mode, "after": learning_mode}
+            )
         if locked.learning_allowed != learning_allowed:
-            changes.append("learning " + ("allowed" if learning_allowed else "not allowed"))
+            changes.append(
+                gettext("learning allowed") if learning_allowed else gettext("learning not allowed")
+            )
         if locked.mutations_allowed != write_capable:
-            changes.append("write-capable" if write_capable else "read-only")
+            changes.append(gettext("write-capable") if write_capable else gettext("read-only"))
         if not changes:
             return []
         locked.learning_mode = learning_mode
@@ -391,12 +397,13 @@ def suggestion_approve(*, suggestion: Suggestion, reviewer: Any, reason: str) ->
     """Promote a promotable suggestion; the reason becomes its promotion_reason."""
     reason = reason.strip()
     if not reason:
-        raise DecisionError("Say why it should be promoted: the reason is kept with it.")
+        raise DecisionError(gettext("Say why it should be promoted: the reason is kept with it."))
     with transaction.atomic():
         row = _locked(suggestion)
         if row.status != SuggestionStatus.PROMOTABLE:
             raise DecisionError(
-                f"Only a promotable suggestion can be approved; this one is {row.status}."
+                gettext("Only a promotable suggestion can be approved; this one is %(status)s.")
+                % {"status": row.get_status_display()}
             )
         _promote(row, decision=Decision.APPROVE, actor=reviewer, label=reviewer.get_username(),
                  reason=reason, now=timezone.now())  # fmt: skip
@@ -409,15 +416,19 @@ def suggestion_reject(
     """Reject a suggested or promotable suggestion with a coded reason and a note. It stays
     visible, is never exported as active, and new evidence no longer changes its status."""
     if reason not in RejectionReason.values:
-        raise DecisionError("Choose one of the rejection reasons.")
+        raise DecisionError(gettext("Choose one of the rejection reasons."))
     note = note.strip()
     if not note:
-        raise DecisionError("Write a note: what made you reject it.")
+        raise DecisionError(gettext("Write a note: what made you reject it."))
     with transaction.atomic():
         row = _locked(suggestion)
         if row.status not in _OPEN:
-            hint = " Demote it first." if row.status == SuggestionStatus.PROMOTED else ""
-            raise DecisionError(f"This suggestion is {row.status}; it cannot be rejected.{hint}")
+            text = gettext("This suggestion is %(status)s; it cannot be rejected.") % {
+                "status": row.get_status_display()
+            }
+            if row.status == SuggestionStatus.PROMOTED:
+                text += " " + gettext("Demote it first.")
+            raise DecisionError(text)
         before = row.status
         row.status = SuggestionStatus.REJECTED
         row.rejection_reason = reason
@@ -433,12 +444,13 @@ def suggestion_demote(*, suggestion: Suggestion, reviewer: Any, reason: str) -> 
     """Undo a promotion: back to what the gate says now; policy will not promote it again."""
     reason = reason.strip()
     if not reason:
-        raise DecisionError("Say why it is demoted: the reason is kept in the history.")
+        raise DecisionError(gettext("Say why it is demoted: the reason is kept in the history."))
     with transaction.atomic():
         row = _locked(suggestion)
         if row.status != SuggestionStatus.PROMOTED:
             raise DecisionError(
-                f"Only a promoted suggestion can be demoted; this one is {row.status}."
+                gettext("Only a promoted suggestion can be demoted; this one is %(status)s.")
+                % {"status": row.get_status_display()}
             )
         [(_, facts, verdict)] = _verdicts(collection=row.collection, rows=[row])
         _record_gate(row, facts=facts, verdict=verdict)

@@ -14,6 +14,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.translation import gettext
 from django.views.decorators.http import require_POST, require_safe
 from django_htmx.http import push_url
 
@@ -108,7 +109,9 @@ def suggestion_approve_view(request: HttpRequest, suggestion_id: int) -> HttpRes
     suggestion = get_object_or_404(Suggestion, pk=suggestion_id)
     form = ApproveForm(request.POST)
     if not form.is_valid():
-        messages.error(request, "Approving needs a reason: it is kept as the promotion reason.")
+        messages.error(
+            request, gettext("Approving needs a reason: it is kept as the promotion reason.")
+        )
         return _back(request, suggestion)
     try:
         services.suggestion_approve(
@@ -117,7 +120,9 @@ def suggestion_approve_view(request: HttpRequest, suggestion_id: int) -> HttpRes
     except services.DecisionError as exc:
         messages.error(request, str(exc))
     else:
-        messages.success(request, f"Promoted {_label(suggestion)}.")
+        messages.success(
+            request, gettext("Promoted %(suggestion)s.") % {"suggestion": _label(suggestion)}
+        )
     return _back(request, suggestion)
 
 
@@ -128,7 +133,7 @@ def suggestion_reject_view(request: HttpRequest, suggestion_id: int) -> HttpResp
     suggestion = get_object_or_404(Suggestion, pk=suggestion_id)
     form = RejectForm(request.POST)
     if not form.is_valid():
-        messages.error(request, "Rejecting needs a reason code and a note.")
+        messages.error(request, gettext("Rejecting needs a reason code and a note."))
         return _back(request, suggestion)
     try:
         services.suggestion_reject(
@@ -140,7 +145,11 @@ def suggestion_reject_view(request: HttpRequest, suggestion_id: int) -> HttpResp
     except services.DecisionError as exc:
         messages.error(request, str(exc))
     else:
-        messages.success(request, f"Rejected {_label(suggestion)} ({form.cleaned_data['reason']}).")
+        messages.success(
+            request,
+            gettext("Rejected %(suggestion)s (%(reason)s).")
+            % {"suggestion": _label(suggestion), "reason": form.cleaned_data["reason"]},
+        )
     return _back(request, suggestion)
 
 
@@ -151,7 +160,7 @@ def suggestion_demote_view(request: HttpRequest, suggestion_id: int) -> HttpResp
     suggestion = get_object_or_404(Suggestion, pk=suggestion_id)
     form = DemoteForm(request.POST)
     if not form.is_valid():
-        messages.error(request, "Demoting needs a reason: it is kept in the history.")
+        messages.error(request, gettext("Demoting needs a reason: it is kept in the history."))
         return _back(request, suggestion)
     try:
         demoted = services.suggestion_demote(
@@ -160,7 +169,11 @@ def suggestion_demote_view(request: HttpRequest, suggestion_id: int) -> HttpResp
     except services.DecisionError as exc:
         messages.error(request, str(exc))
     else:
-        messages.success(request, f"Demoted {_label(suggestion)}: it is {demoted.status} again.")
+        messages.success(
+            request,
+            gettext("Demoted %(suggestion)s: it is %(status)s again.")
+            % {"suggestion": _label(suggestion), "status": demoted.get_status_display()},
+        )
     return _back(request, suggestion)
 
 
@@ -189,12 +202,19 @@ def collection_policy_view(request: HttpRequest, name: str) -> HttpResponse:
         if changes:
             messages.success(request, f"{collection.name}: {', '.join(changes)}.")
         else:
-            messages.info(request, f"{collection.name}: nothing changed.")
+            messages.info(
+                request,
+                gettext("%(collection)s: nothing changed.") % {"collection": collection.name},
+            )
     return HttpResponseRedirect(back)
 
 
 def _label(suggestion: Suggestion) -> str:
-    return f"{suggestion.type} {suggestion.target} for “{suggestion.query_family}”"
+    return gettext("%(type)s %(target)s for “%(family)s”") % {
+        "type": suggestion.type,
+        "target": suggestion.target,
+        "family": suggestion.query_family,
+    }
 
 
 def _back(request: HttpRequest, suggestion: Suggestion) -> HttpResponseRedirect:

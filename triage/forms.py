@@ -326,6 +326,19 @@ class ToolPolicyForm(forms.ModelForm):
             "retry_budget_failures",
             "retry_budget_window_seconds",
         ]
+        labels = {
+            "collection": gettext_lazy("Collection"),
+            "tool": gettext_lazy("Tool"),
+            "side_effect": gettext_lazy("Side effect"),
+            "idempotency_required": gettext_lazy("Idempotency required"),
+            "idempotency_lookup": gettext_lazy("Idempotency lookup"),
+            "timeout_before_send_lane": gettext_lazy("Timeout before send lane"),
+            "timeout_after_send_lane": gettext_lazy("Timeout after send lane"),
+            "approval_required": gettext_lazy("Approval required"),
+            "retry_max_attempts": gettext_lazy("Retry max attempts"),
+            "retry_budget_failures": gettext_lazy("Retry budget failures"),
+            "retry_budget_window_seconds": gettext_lazy("Retry budget window seconds"),
+        }
         help_texts = {
             "collection": gettext_lazy("Empty: applies to this tool in every collection."),
             "idempotency_lookup": gettext_lazy(

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from django.db.models import (
     Case,
@@ -31,6 +31,10 @@ from django.db.models import (
 from django.db.models.functions import Coalesce, Lower
 from django.utils import timezone
 from django.utils.timesince import timesince
+from django.utils.translation import gettext_lazy
+
+if TYPE_CHECKING:
+    from django_stubs_ext import StrOrPromise
 
 # One definition of "completed-like", shared with how ingest gives receipts their lane.
 from triage.lanes import SUCCESS_RESULTS
@@ -196,8 +200,8 @@ class ContradictionRow:
 @dataclass(frozen=True)
 class ContradictionRule:
     key: str
-    title: str
-    why: str  # why it matters, in one line
+    title: StrOrPromise
+    why: StrOrPromise  # why it matters, in one line
     rows: Callable[[int], tuple[list[ContradictionRow], int]]
 
 
@@ -382,26 +386,26 @@ def _row(receipt: Any, *, claim: str, evidence: str) -> ContradictionRow:
 CONTRADICTION_RULES = (
     ContradictionRule(
         key="not-started-but-called",
-        title="Claims not_started, but the audit saw the call",
-        why="A tool's report is a claim: if the call left, a retry may do the work twice.",
+        title=gettext_lazy("Claims not_started, but the audit saw the call"),
+        why=gettext_lazy("A tool's report is a claim: if the call left, a retry may do the work twice."),
         rows=_not_started_rows,
     ),
     ContradictionRule(
         key="conflicting-completions",
-        title="One idempotency key, different completed operations",
-        why="A key must name one operation; a lookup by this key may return the wrong one.",
+        title=gettext_lazy("One idempotency key, different completed operations"),
+        why=gettext_lazy("A key must name one operation; a lookup by this key may return the wrong one."),
         rows=_conflicting_completion_rows,
     ),
     ContradictionRule(
         key="external-write-without-key",
-        title="External write without an idempotency key",
-        why="Uncertain work without a key cannot be reconciled, only guessed at.",
+        title=gettext_lazy("External write without an idempotency key"),
+        why=gettext_lazy("Uncertain work without a key cannot be reconciled, only guessed at."),
         rows=_external_write_rows,
     ),
     ContradictionRule(
         key="retryable-policy-blocked",
-        title="Retryable although policy blocked it",
-        why="policy_blocked means stop; a runtime that retries it is working around the policy.",
+        title=gettext_lazy("Retryable although policy blocked it"),
+        why=gettext_lazy("policy_blocked means stop; a runtime that retries it is working around the policy."),
         rows=_retryable_blocked_rows,
     ),
 )

@@ -36,6 +36,7 @@ from django.conf import settings
 from django.db import IntegrityError, connection, models, transaction
 from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
+from django.utils.translation import gettext_noop
 
 from triage.intake.ingest import _row_sources
 from triage.models import (
@@ -175,12 +176,12 @@ def records_prune(
                 **fields,
                 status=RetentionStatus.SKIPPED,
                 finished_at=timezone.now(),
-                error="Another prune was running; this one removed nothing.",
+                error=gettext_noop("Another prune was running; this one removed nothing."),
             )
         # Only the lock holder runs, so a row still marked running lost its process.
         RetentionRun.objects.filter(status=RetentionStatus.RUNNING).update(
             status=RetentionStatus.INTERRUPTED,
-            error="Its process stopped before it finished; the next run went on.",
+            error=gettext_noop("Its process stopped before it finished; the next run went on."),
         )
         run = RetentionRun.objects.create(**fields)
         pruner = _Pruner(run=run, now=now, max_seconds=max_seconds, on_batch=on_batch)
@@ -190,7 +191,7 @@ def records_prune(
             logger.exception("retention run %s failed", run.pk)
             pruner.finish(RetentionStatus.FAILED, error=f"{exc.__class__.__name__}: {exc}")
         except BaseException:  # Ctrl-C, worker shutdown: say so, then let it propagate
-            pruner.finish(RetentionStatus.INTERRUPTED, error="Stopped before it finished.")
+            pruner.finish(RetentionStatus.INTERRUPTED, error=gettext_noop("Stopped before it finished."))
             raise
         else:
             pruner.finish(RetentionStatus.DONE if complete else RetentionStatus.PARTIAL)

@@ -18,6 +18,7 @@ from django.shortcuts import get_object_or_404, render
 from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from django.utils.cache import add_never_cache_headers
+from django.utils.translation import gettext
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from triage import ingestion, retention, roles, selectors, taxonomy
@@ -146,10 +147,14 @@ def api_key_revoke_view(request: HttpRequest, key_id: int) -> HttpResponse:
     was_revoked = api_key.revoked_at is not None
     api_key_revoke(api_key=api_key)
     if was_revoked:
-        messages.info(request, f"The key {api_key.name} was already revoked.")
+        messages.info(
+            request, gettext("The key %(name)s was already revoked.") % {"name": api_key.name}
+        )
     else:
         messages.success(
-            request, f"Revoked {api_key.name}: the API now refuses it with 401 revoked_api_key."
+            request,
+            gettext("Revoked %(name)s: the API now refuses it with 401 revoked_api_key.")
+            % {"name": api_key.name},
         )
     return HttpResponseRedirect(reverse("triage:ingestion") + "#keys")
 
@@ -189,11 +194,15 @@ def _policy_form_page(request: HttpRequest, *, policy: ToolPolicy | None) -> Htt
             with transaction.atomic():
                 saved = form.save()
         except IntegrityError:
-            form.add_error(None, "A policy for this collection and tool already exists.")
+            form.add_error(None, gettext("A policy for this collection and tool already exists."))
         else:
-            where = saved.collection or "all collections"
-            verb = "Updated" if policy else "Added"
-            messages.success(request, f"{verb} the policy for {saved.tool} in {where}.")
+            where = saved.collection or gettext("all collections")
+            text = (
+                gettext("Updated the policy for %(tool)s in %(where)s.")
+                if policy
+                else gettext("Added the policy for %(tool)s in %(where)s.")
+            )
+            messages.success(request, text % {"tool": saved.tool, "where": where})
             return HttpResponseRedirect(
                 f"{reverse('triage:policies')}?{urlencode({'q': saved.tool})}"
             )

@@ -10,6 +10,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
 from django.urls import URLPattern, path, reverse
 from django.utils import timezone
+from django.utils.translation import gettext
 from django.views.decorators.http import require_POST, require_safe
 
 from triage import receipts, roles
@@ -69,7 +70,9 @@ def receipts_page(request: HttpRequest) -> HttpResponse:
 def receipt_reconcile_view(request: HttpRequest, receipt_id: int) -> HttpResponse:
     receipt = get_object_or_404(Receipt, pk=receipt_id)
     if not receipts.receipt_awaits_reconciliation(receipt=receipt):
-        notice = f"{receipt.tool_run_id} is not waiting for reconciliation; nothing was recorded."
+        notice = gettext(
+            "%(run)s is not waiting for reconciliation; nothing was recorded."
+        ) % {"run": receipt.tool_run_id}
         return _done(request, notice=notice, level=messages.WARNING)
     form = ReconcileForm(request.POST)
     if not form.is_valid():
@@ -83,7 +86,10 @@ def receipt_reconcile_view(request: HttpRequest, receipt_id: int) -> HttpRespons
         )
     except ReconcileError as exc:
         return _done(request, notice=str(exc), level=messages.WARNING)
-    notice = f"{receipt.tool_run_id} reconciled ({reconciliation.get_finding_display()})."
+    notice = gettext("%(run)s reconciled (%(finding)s).") % {
+        "run": receipt.tool_run_id,
+        "finding": reconciliation.get_finding_display(),
+    }
     return _done(request, notice=notice, level=messages.SUCCESS)
 
 

@@ -13,7 +13,7 @@ from django.utils.html import escape, format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import get_language, gettext, ngettext, pgettext
 
-from triage.models import GroupStatus
+from triage.models import GroupAction, GroupStatus
 
 register = template.Library()
 
@@ -134,6 +134,23 @@ def _status_labels() -> dict[str, str]:
 
 
 _STATUS_LABELS: dict[str, dict[str, str]] = {}
+
+
+@register.filter(name="status_label")
+def status_label_filter(status: str) -> str:
+    return status_label(status)
+
+
+@register.filter
+def event_action(action: str) -> str:
+    """What a group's history calls what happened (an action, or what ingest did)."""
+    if action == "regressed":
+        return pgettext("group history", "regressed")
+    if action == "unmuted":
+        return pgettext("group history", "unmuted")
+    if action in GroupAction.values:
+        return str(GroupAction(action).label)
+    return action
 
 
 @register.simple_tag
