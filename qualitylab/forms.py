@@ -10,6 +10,8 @@ from urllib.parse import urlsplit
 from django import forms
 from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
+from django.utils.text import format_lazy
+from django.utils.translation import gettext, gettext_lazy
 
 from qualitylab import engine, services
 from qualitylab.models import CaseMode, Collection, QualityCase, Suite
@@ -25,7 +27,10 @@ _HOST_RE = re.compile(r"^[A-Za-z0-9.\-\[\]:]{1,255}$")
 
 def read_text_upload(upload: UploadedFile, *, limit: int, what: str) -> str:
     """An uploaded file as text, refused when it is too big or not UTF-8."""
-    too_large = f"The {what} is larger than {engine.format_size(limit)}."
+    too_large = gettext("The %(what)s is larger than %(limit)s.") % {
+        "what": what,
+        "limit": engine.format_size(limit),
+    }
     if upload.size is not None and upload.size > limit:
         raise forms.ValidationError(too_large)
     data = upload.read(limit + 1)
@@ -34,7 +39,10 @@ def read_text_upload(upload: UploadedFile, *, limit: int, what: str) -> str:
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise forms.ValidationError(f"The {what} is not UTF-8 text (byte {exc.start}).") from None
+        raise forms.ValidationError(
+            gettext("The %(what)s is not UTF-8 text (byte %(byte)d).")
+            % {"what": what, "byte": exc.start}
+        ) from None
 
 
 class SpecSourceForm(forms.Form):
@@ -42,23 +50,25 @@ class SpecSourceForm(forms.Form):
 
     spec_file = forms.FileField(
         required=False,
-        label="Spec file",
-        help_text="OpenAPI 3.x or Swagger 2, JSON or YAML.",
+        label=gettext_lazy("Spec file"),
+        help_text=gettext_lazy("OpenAPI 3.x or Swagger 2, JSON or YAML."),
         widget=forms.ClearableFileInput(attrs={"accept": ".json,.yaml,.yml,application/json"}),
     )
     spec_paste = forms.CharField(
         required=False,
-        label="or paste the spec",
+        label=gettext_lazy("or paste the spec"),
         widget=forms.Textarea(attrs={"rows": 6, "spellcheck": "false", "class": "code"}),
-        help_text="Pasted text is limited by the request size (5 MB); upload bigger specs.",
+        help_text=gettext_lazy(
+            "Pasted text is limited by the request size (5 MB); upload bigger specs."
+        ),
     )
 
     def __init__(self, *args: Any, upload_refused: bool = False, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         limit = engine.format_size(services.max_spec_bytes())
-        self.fields[
-            "spec_file"
-        ].help_text = f"OpenAPI 3.x or Swagger 2, JSON or YAML, at most {limit}."
+        self.fields["spec_file"].help_text = gettext(
+            "OpenAPI 3.x or Swagger 2, JSON or YAML, at most %(limit)s."
+        ) % {"limit": limit}
         # The upload handler stopped keeping the spec file: it passed the limit.
         self.upload_refused = upload_refused
 
@@ -76,14 +86,14 @@ class SpecSourceForm(forms.Form):
         if self.upload_refused:
             self.add_error("spec_file", services.spec_too_large_message())
         elif upload and pasted:
-            self.add_error("spec_file", "Upload a file or paste the spec, not both.")
+            self.add_error("spec_file", gettext("Upload a file or paste the spec, not both."))
         elif not upload and not pasted:
-            self.add_error("spec_file", "Upload the spec or paste it.")
+            self.add_error("spec_file", gettext("Upload the spec or paste it."))
         elif upload and upload.size is not None and upload.size > limit:
             self.add_error("spec_file", services.spec_too_large_message(size=upload.size))
         elif upload:
             try:
-                data["spec"] = read_text_upload(upload, limit=limit, what="spec")
+                data["spec"] = read_text_upload(upload, limit=limit, what=gettext("spec"))
             except forms.ValidationError as exc:
                 self.add_error("spec_file", exc)
         else:
@@ -93,7 +103,9 @@ class SpecSourceForm(forms.Form):
     def add_spec_error(self, error: engine.SpecError) -> None:
         """The parse error, shown on the field the spec came from."""
         field = "spec_file" if self.cleaned_data.get("spec_file") else "spec_paste"
-        self.add_error(field, f"This is not a usable OpenAPI spec: {error}")
+        self.add_error(
+            field, gettext("This is not a usable OpenAPI spec: %(error)s") % {"error": error}
+        )
 
 
 class CollectionSettingsForm(forms.Form):
@@ -104,34 +116,43 @@ class CollectionSettingsForm(forms.Form):
         required=False,
         max_length=Collection._meta.get_field("base_url").max_length,
         assume_scheme="https",
-        label="Base URL",
-        help_text="Where execute cases call. Empty: the spec's first server URL.",
+        label=gettext_lazy("Base URL"),
+        help_text=gettext_lazy("Where execute cases call. Empty: the spec's first server URL."),
     )
     allowed_hosts = forms.CharField(
         required=False,
         max_length=1000,
-        help_text="Comma separated (host or host:port). Empty: the base URL's host. Execute "
-        "cases never call any other host.",
+        help_text=gettext_lazy(
+            "Comma separated (host or host:port). Empty: the base URL's host. Execute "
+            "cases never call any other host."
+        ),
     )
     auth_header = forms.CharField(
-        required=False, max_length=100, initial="Authorization", label="Auth header name"
+        required=False,
+        max_length=100,
+        initial="Authorization",
+        label=gettext_lazy("Auth header name"),
     )
     auth_scheme = forms.CharField(
-        required=False, max_length=40, initial="Bearer", label="Scheme",
-        help_text="Put before the secret (Bearer, Token...); empty sends the secret as is.",
+        required=False, max_length=40, initial="Bearer", label=gettext_lazy("Scheme"),
+        help_text=gettext_lazy(
+            "Put before the secret (Bearer, Token...); empty sends the secret as is."
+        ),
     )  # fmt: skip
     auth_secret_env = forms.CharField(
         required=False,
         max_length=100,
-        label="Secret from environment variable",
-        help_text="The NAME of an environment variable of the worker declared for this "
-        "collection: QUALITYLAB_SECRET_<COLLECTION> (e.g. QUALITYLAB_SECRET_SHOP for shop), or "
-        "one an administrator listed in QUALITYLAB_CREDENTIAL_ENVS. The worker reads it when "
-        "a run starts; the secret itself is never stored here.",
+        label=gettext_lazy("Secret from environment variable"),
+        help_text=gettext_lazy(
+            "The NAME of an environment variable of the worker declared for this "
+            "collection: QUALITYLAB_SECRET_<COLLECTION> (e.g. QUALITYLAB_SECRET_SHOP for shop), or "
+            "one an administrator listed in QUALITYLAB_CREDENTIAL_ENVS. The worker reads it when "
+            "a run starts; the secret itself is never stored here."
+        ),
     )
     mutations_allowed = forms.BooleanField(
         required=False,
-        label="Allow mutating cases (POST/PUT/PATCH/DELETE with cleanup steps)",
+        label=gettext_lazy("Allow mutating cases (POST/PUT/PATCH/DELETE with cleanup steps)"),
     )
 
     @classmethod
@@ -153,23 +174,28 @@ class CollectionSettingsForm(forms.Form):
         bad = [host for host in hosts if not _HOST_RE.match(host) or "/" in host]
         if bad:
             raise forms.ValidationError(
-                f"Not a host name: {bad[0]!r}. Give hosts like api.example.com or "
-                "127.0.0.1:8090, not URLs."
+                gettext(
+                    "Not a host name: %(host)r. Give hosts like api.example.com or "
+                    "127.0.0.1:8090, not URLs."
+                )
+                % {"host": bad[0]}
             )
         return hosts or None
 
     def clean_auth_header(self) -> str:
         value = (self.cleaned_data.get("auth_header") or "").strip()
         if value and not _HEADER_NAME_RE.match(value):
-            raise forms.ValidationError("Not a valid HTTP header name.")
+            raise forms.ValidationError(gettext("Not a valid HTTP header name."))
         return value
 
     def clean_auth_secret_env(self) -> str:
         value = (self.cleaned_data.get("auth_secret_env") or "").strip()
         if value and not _ENV_NAME_RE.match(value):
             raise forms.ValidationError(
-                "Give the name of an environment variable (letters, digits, '_'), "
-                "not the secret itself."
+                gettext(
+                    "Give the name of an environment variable (letters, digits, '_'), "
+                    "not the secret itself."
+                )
             )
         return value
 
@@ -184,11 +210,14 @@ class CollectionSettingsForm(forms.Form):
             if host not in hosts and label not in hosts:
                 self.add_error(
                     "allowed_hosts",
-                    f"The base URL's host {label} is not in the list: execute cases "
-                    "would never run.",
+                    gettext(
+                        "The base URL's host %(host)s is not in the list: execute cases "
+                        "would never run."
+                    )
+                    % {"host": label},
                 )
         if data.get("auth_secret_env") and not data.get("auth_header"):
-            self.add_error("auth_header", "Name the header that carries the secret.")
+            self.add_error("auth_header", gettext("Name the header that carries the secret."))
         return data
 
     def auth_profile(self) -> dict[str, Any]:
@@ -207,9 +236,13 @@ class CollectionCreateForm(CollectionSettingsForm, SpecSourceForm):
     name = forms.CharField(
         max_length=COLLECTION_NAME_MAX_LENGTH,
         validators=[validate_collection_name],
-        help_text="The id failure records and runtimes use for it, e.g. checkout.v2 or "
-        f"team a: any text up to {COLLECTION_NAME_MAX_LENGTH} characters, without control "
-        "characters.",
+        help_text=format_lazy(
+            gettext_lazy(
+                "The id failure records and runtimes use for it, e.g. checkout.v2 or team a: "
+                "any text up to {limit} characters, without control characters."
+            ),
+            limit=COLLECTION_NAME_MAX_LENGTH,
+        ),
     )
 
     field_order = [
@@ -220,40 +253,52 @@ class CollectionCreateForm(CollectionSettingsForm, SpecSourceForm):
 
 class CasesImportForm(forms.Form):
     cases_file = forms.FileField(
-        label="Cases file (JSON)",
-        help_text='A JSON list of cases in the documented schema: [{"id": ..., "mode": ..., '
-        '"query": ...}, ...]. At most 5 MB.',
+        label=gettext_lazy("Cases file (JSON)"),
+        help_text=gettext_lazy(
+            'A JSON list of cases in the documented schema: [{"id": ..., "mode": ..., '
+            '"query": ...}, ...]. At most 5 MB.'
+        ),
         widget=forms.ClearableFileInput(attrs={"accept": ".json,application/json"}),
     )
 
     def clean_cases_file(self) -> list[Any]:
         upload = self.cleaned_data["cases_file"]
-        text = read_text_upload(upload, limit=MAX_CASES_FILE_BYTES, what="file")
+        text = read_text_upload(upload, limit=MAX_CASES_FILE_BYTES, what=gettext("file"))
         try:
             documents = loads_bounded(text, max_depth=settings.TRIAGE_JSON_MAX_DEPTH)
         except JSONTooDeep as exc:
-            raise forms.ValidationError(f"The file is {exc}.") from None
+            raise forms.ValidationError(
+                gettext("The file is nested deeper than %(limit)d levels of arrays and objects.")
+                % {"limit": exc.limit}
+            ) from None
         except json.JSONDecodeError as exc:
             raise forms.ValidationError(
-                f"Not JSON: line {exc.lineno}, column {exc.colno}: {exc.msg}."
+                gettext("Not JSON: line %(line)d, column %(column)d: %(problem)s.")
+                % {"line": exc.lineno, "column": exc.colno, "problem": exc.msg}
             ) from None
         except ValueError:  # an integer of more digits than Python converts
-            raise forms.ValidationError("Not JSON: an integer of more than 4300 digits.") from None
+            raise forms.ValidationError(
+                gettext("Not JSON: an integer of more than 4300 digits.")
+            ) from None
         if isinstance(documents, dict) and isinstance(documents.get("cases"), list):
             documents = documents["cases"]
         if not isinstance(documents, list):
-            raise forms.ValidationError("The file must hold a JSON list of cases.")
+            raise forms.ValidationError(gettext("The file must hold a JSON list of cases."))
         if not documents:
-            raise forms.ValidationError("The file holds no case.")
+            raise forms.ValidationError(gettext("The file holds no case."))
         return documents
 
 
 _JSON_FIELD_HELP = {
-    "provided_entities": 'Values the plan may use, e.g. {"orderNo": "ORD-1001"}.',
-    "assertions": 'A list like [{"type": "selected_target", "equals": "getOrderDetail"}] or '
-    'an object like {"selected_target": "getOrderDetail", "allowed_failure_reasons": []}.',
-    "cleanup": 'Execute cases that mutate: [{"tool": "cancelRefund", "args": '
-    '{"refundId": "${createRefund.refundId}"}}].',
+    "provided_entities": gettext_lazy('Values the plan may use, e.g. {"orderNo": "ORD-1001"}.'),
+    "assertions": gettext_lazy(
+        'A list like [{"type": "selected_target", "equals": "getOrderDetail"}] or '
+        'an object like {"selected_target": "getOrderDetail", "allowed_failure_reasons": []}.'
+    ),
+    "cleanup": gettext_lazy(
+        'Execute cases that mutate: [{"tool": "cancelRefund", "args": '
+        '{"refundId": "${createRefund.refundId}"}}].'
+    ),
 }
 # CaseSpecError.field ("assertions[2].type", "cleanup[0].tool", "id") -> the form's field.
 _FORM_FIELD_FOR_CASE_FIELD = {"id": "case_id", "case": "__all__"}
@@ -263,37 +308,50 @@ class CaseForm(forms.Form):
     """A case in the documented schema; the engine's own validation names the bad field."""
 
     case_id = forms.CharField(
-        label="id", max_length=120, help_text="Letters, digits and '_.:-'; unique per collection."
+        label=gettext_lazy("id"),
+        max_length=120,
+        help_text=gettext_lazy("Letters, digits and '_.:-'; unique per collection."),
     )
     mode = forms.ChoiceField(choices=CaseMode.choices)
     query = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), max_length=2000)
     expected_target = forms.CharField(
-        required=False, max_length=200, help_text="The operationId the case should end at."
+        required=False,
+        max_length=200,
+        help_text=gettext_lazy("The operationId the case should end at."),
     )
-    expected_top_k = forms.IntegerField(min_value=1, max_value=50, initial=5, label="Top-K")
+    expected_top_k = forms.IntegerField(
+        min_value=1, max_value=50, initial=5, label=gettext_lazy("Top-K")
+    )
     llm_target = forms.CharField(
         required=False,
         max_length=200,
-        label="LLM target",
-        help_text="What an LLM proposed (plan and execute): checks that the selector overrides "
-        "a wrong one.",
+        label=gettext_lazy("LLM target"),
+        help_text=gettext_lazy(
+            "What an LLM proposed (plan and execute): checks that the selector overrides "
+            "a wrong one."
+        ),
     )
     mutation_safety = forms.ChoiceField(
         choices=[("read_only", "read_only"), ("mutating", "mutating")], initial="read_only"
     )
     timeout_sec = forms.FloatField(
-        required=False, min_value=0.1, max_value=300, initial=10.0, label="Timeout (s)",
-        help_text="Execute mode: per HTTP call.",
+        required=False, min_value=0.1, max_value=300, initial=10.0,
+        label=gettext_lazy("Timeout (s)"),
+        help_text=gettext_lazy("Execute mode: per HTTP call."),
     )  # fmt: skip
     auth_session = forms.CharField(
         required=False,
         max_length=60,
-        label="Auth session",
-        help_text="Execute mode: which session of the collection's auth profile to call as. "
-        "Empty: the default one.",
+        label=gettext_lazy("Auth session"),
+        help_text=gettext_lazy(
+            "Execute mode: which session of the collection's auth profile to call as. "
+            "Empty: the default one."
+        ),
     )
     description = forms.CharField(
-        required=False, max_length=500, help_text="Why the case exists, for whoever reads it."
+        required=False,
+        max_length=500,
+        help_text=gettext_lazy("Why the case exists, for whoever reads it."),
     )
     provided_entities = forms.CharField(
         required=False,
@@ -332,7 +390,9 @@ class CaseForm(forms.Form):
             return
         if collection.cases.filter(case_id=case_id).exists():
             self.add_error(
-                "case_id", f"{collection.name} already has a case {case_id}; edit that one."
+                "case_id",
+                gettext("%(collection)s already has a case %(case)s; edit that one.")
+                % {"collection": collection.name, "case": case_id},
             )
 
     @classmethod
@@ -364,13 +424,19 @@ class CaseForm(forms.Form):
         try:
             return loads_bounded(raw, max_depth=settings.TRIAGE_JSON_MAX_DEPTH)
         except JSONTooDeep as exc:
-            raise forms.ValidationError(f"This value is {exc}.") from None
+            raise forms.ValidationError(
+                gettext("This value is nested deeper than %(limit)d levels of arrays and objects.")
+                % {"limit": exc.limit}
+            ) from None
         except json.JSONDecodeError as exc:
             raise forms.ValidationError(
-                f"Not JSON: line {exc.lineno}, column {exc.colno}: {exc.msg}."
+                gettext("Not JSON: line %(line)d, column %(column)d: %(problem)s.")
+                % {"line": exc.lineno, "column": exc.colno, "problem": exc.msg}
             ) from None
         except ValueError:  # an integer of more digits than Python converts
-            raise forms.ValidationError("Not JSON: an integer of more than 4300 digits.") from None
+            raise forms.ValidationError(
+                gettext("Not JSON: an integer of more than 4300 digits.")
+            ) from None
 
     def clean_provided_entities(self) -> Any:
         return self._json("provided_entities")
@@ -460,7 +526,7 @@ class CaseFromGroupForm(CaseForm):
 
 def _suite_case_label(case: QualityCase) -> str:
     query = case.query if len(case.query) <= 70 else case.query[:69] + "…"
-    inactive = " (inactive)" if not case.active else ""
+    inactive = " " + gettext("(inactive)") if not case.active else ""
     return f"{case.case_id} · {case.mode}{inactive} · {query}"
 
 
@@ -488,14 +554,16 @@ class RunStartForm(forms.Form):
         queryset=Suite.objects.none(),
         to_field_name="name",
         required=False,
-        empty_label="all active cases",
+        empty_label=gettext_lazy("all active cases"),
     )
-    mode = forms.ChoiceField(choices=[("", "every mode"), *CaseMode.choices], required=False)
+    mode = forms.ChoiceField(
+        choices=[("", gettext_lazy("every mode")), *CaseMode.choices], required=False
+    )
     repeat = forms.IntegerField(
         min_value=1,
         max_value=50,
         initial=1,
-        help_text="Run each case this many times (1-50) to expose flaky cases.",
+        help_text=gettext_lazy("Run each case this many times (1-50) to expose flaky cases."),
     )
 
     def __init__(self, *args: Any, collection: Collection, **kwargs: Any) -> None:

@@ -15,6 +15,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Count, Field, Max, Q
 from django.utils import timezone
+from django.utils.translation import gettext
 from kombu.exceptions import OperationalError as BrokerError
 
 from learning import services as learning_services
@@ -87,7 +88,9 @@ def collection_create(
         raise CollectionError(str(exc)) from None
     parse_spec(spec_text)
     if Collection.objects.filter(name=name).exists():
-        raise CollectionError(f"A collection named {name!r} already exists.")
+        raise CollectionError(
+            gettext("A collection named %(name)r already exists.") % {"name": name}
+        )
     _check_call_settings(collection=name, base_url=base_url, auth_profile=auth_profile)
     with transaction.atomic():
         collection = Collection.objects.create(
@@ -110,7 +113,7 @@ def collection_rebuild(
     if spec_text is None:
         latest = collection.versions.order_by("-number").first()
         if latest is None:
-            raise CollectionError("This collection has no spec to rebuild.")
+            raise CollectionError(gettext("This collection has no spec to rebuild."))
         spec_text = latest.spec_source
     parse_spec(spec_text)
     with transaction.atomic():
@@ -137,16 +140,18 @@ def collection_rename(*, collection: Collection, new_name: str) -> int:
         raise CollectionError(str(exc)) from None
     old_name = collection.name
     if new_name == old_name:
-        raise CollectionError("That is its name already.")
+        raise CollectionError(gettext("That is its name already."))
     with transaction.atomic():
         locked = Collection.objects.select_for_update().get(pk=collection.pk)
         if Collection.objects.filter(name=new_name).exists():
-            raise CollectionError(f"A collection named {new_name!r} exists already.")
+            raise CollectionError(
+                gettext("A collection named %(name)r exists already.") % {"name": new_name}
+            )
         for model in (FailureGroup, ToolPolicy):
             if model.objects.filter(collection=new_name).exists():
                 raise CollectionError(
-                    f"{str(model._meta.verbose_name_plural).capitalize()} already name a "
-                    f"collection {new_name!r}: choose another name."
+                    gettext("%(rows)s already name a collection %(name)r: choose another name.")
+                    % {"rows": str(model._meta.verbose_name_plural).capitalize(), "name": new_name}
                 )
         locked.name = new_name
         locked.save(update_fields=["name"])
@@ -231,12 +236,13 @@ def _check_call_settings(
         outbound.check_url(base_url, allowed_hosts=None, private_allowed=private_allowance())
     except outbound.OutboundRefused as exc:
         hint = (
-            " An administrator can allow it in QUALITYLAB_ALLOWED_PRIVATE_HOSTS."
+            " " + gettext("An administrator can allow it in QUALITYLAB_ALLOWED_PRIVATE_HOSTS.")
             if exc.code == "address_not_allowed"
             else ""
         )
         raise CollectionError(
-            f"Execute cases may not call it: {exc}.{hint}", field="base_url"
+            gettext("Execute cases may not call it: %(problem)s.") % {"problem": exc} + hint,
+            field="base_url",
         ) from None
     except OSError:
         pass
@@ -546,9 +552,11 @@ def run_start(
     down (the run is then marked failed, so it never waits forever)."""
     version = collection.current_version
     if version is None or version.status != BuildStatus.READY:
-        raise CollectionError("The collection has no built version yet; wait for the build.")
+        raise CollectionError(
+            gettext("The collection has no built version yet; wait for the build.")
+        )
     if not 1 <= repeat <= 50:
-        raise CollectionError("Repeat each case 1 to 50 times.")
+        raise CollectionError(gettext("Repeat each case 1 to 50 times."))
     cases = collection.cases.filter(active=True)
     if suite is not None:
         cases = cases.filter(suites=suite)
@@ -558,7 +566,7 @@ def run_start(
         cases = cases.filter(case_id__in=case_ids)
     chosen = list(cases.order_by("case_id").values_list("pk", flat=True))
     if not chosen:
-        raise CollectionError("No active case matches; add cases or change the filter.")
+        raise CollectionError(gettext("No active case matches; add cases or change the filter."))
     with transaction.atomic():
         run = CaseRun.objects.create(
             collection=collection,
@@ -606,7 +614,7 @@ def run_rerun_failed(*, run: CaseRun, user: Any = None) -> CaseRun:
         run.results.filter(passed=False).values_list("case__case_id", flat=True).distinct()
     )
     if not failed:
-        raise CollectionError("Every case of this run passed; nothing to re-run.")
+        raise CollectionError(gettext("Every case of this run passed; nothing to re-run."))
     return run_start(
         collection=run.collection, user=user, case_ids=failed, rerun_of=run, repeat=run.repeat
     )

@@ -19,6 +19,7 @@ from django.shortcuts import get_object_or_404, render
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.http import content_disposition_header
+from django.utils.translation import gettext, ngettext
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 from django_htmx.http import HttpResponseStopPolling
@@ -135,7 +136,10 @@ def _collection_create(request: HttpRequest, limit: uploads.SpecUploadLimit) -> 
         # The collection and its queued version were saved before the queue refused.
         messages.error(request, str(exc))
         return _back_to(Collection.objects.get(name=data["name"]))
-    messages.success(request, f"Collection {collection.name} added; its spec is being built.")
+    messages.success(
+        request,
+        gettext("Collection %(name)s added; its spec is being built.") % {"name": collection.name},
+    )
     return _back_to(collection)
 
 
@@ -200,7 +204,10 @@ def collection_rebuild(request: HttpRequest, name: str) -> HttpResponse:
     except (services.CollectionError, engine.SpecError, services.QueueUnavailable) as exc:
         messages.error(request, str(exc))
     else:
-        messages.success(request, f"Version {version.number} is queued for building.")
+        messages.success(
+            request,
+            gettext("Version %(number)d is queued for building.") % {"number": version.number},
+        )
     return _back_to(collection, "build")
 
 
@@ -242,7 +249,10 @@ def _collection_spec(
             messages.error(request, str(exc))
             return _back_to(collection, "build")
         else:
-            messages.success(request, f"Version {version.number} is queued for building.")
+            messages.success(
+                request,
+                gettext("Version %(number)d is queued for building.") % {"number": version.number},
+            )
             return _back_to(collection, "build")
     status = 400 if form.errors else 200
     context = {"collection": collection, "form": form}
@@ -272,7 +282,9 @@ def collection_settings(request: HttpRequest, name: str) -> HttpResponse:
         except services.CollectionError as exc:
             form.add_error(exc.field, str(exc))
         else:
-            messages.success(request, f"Settings of {collection.name} saved.")
+            messages.success(
+                request, gettext("Settings of %(name)s saved.") % {"name": collection.name}
+            )
             return _back_to(collection)
     status = 400 if form.errors else 200
     context = {"collection": collection, "form": form}
@@ -283,8 +295,8 @@ def collection_settings(request: HttpRequest, name: str) -> HttpResponse:
 
 
 def _case_saved(request: HttpRequest, case: QualityCase, *, created: bool) -> HttpResponse:
-    verb = "added" if created else "saved"
-    messages.success(request, f"Case {case.case_id} {verb}.")
+    text = gettext("Case %(case)s added.") if created else gettext("Case %(case)s saved.")
+    messages.success(request, text % {"case": case.case_id})
     return _back_to(case.collection, "cases")
 
 
@@ -370,10 +382,18 @@ def case_toggle_active(request: HttpRequest, name: str, case_id: str) -> HttpRes
             check_tools=not case.active,
         )
     except engine.CaseSpecError as exc:
-        messages.error(request, f"Case {case.case_id} is invalid, edit it first: {exc}")
+        messages.error(
+            request,
+            gettext("Case %(case)s is invalid, edit it first: %(error)s")
+            % {"case": case.case_id, "error": exc},
+        )
     else:
-        state = "active again" if saved.active else "deactivated: runs skip it"
-        messages.success(request, f"Case {saved.case_id} is {state}.")
+        text = (
+            gettext("Case %(case)s is active again.")
+            if saved.active
+            else gettext("Case %(case)s is deactivated: runs skip it.")
+        )
+        messages.success(request, text % {"case": saved.case_id})
     return _back_to(collection, "cases")
 
 
@@ -392,7 +412,9 @@ def cases_import(request: HttpRequest, name: str) -> HttpResponse:
         )
         if not report.errors:
             messages.success(
-                request, f"Imported: {report.created} cases added, {report.updated} updated."
+                request,
+                gettext("Imported: %(created)d cases added, %(updated)d updated.")
+                % {"created": report.created, "updated": report.updated},
             )
             return _back_to(collection, "cases")
     status = 400 if form.errors or (report and report.errors) else 200
@@ -428,7 +450,11 @@ def case_from_group(request: HttpRequest) -> HttpResponse:
         collection = form.cleaned_data["collection"]
         case = _save_case(form, collection=collection, group=group)
         if case is not None:
-            messages.success(request, f"Case {case.case_id} added; it protects this failure group.")
+            messages.success(
+                request,
+                gettext("Case %(case)s added; it protects this failure group.")
+                % {"case": case.case_id},
+            )
             return _back_to(collection, "cases")
     return _render_case_form(
         request,
@@ -513,7 +539,15 @@ def _suite_form(
             description=data["description"],
             case_ids=[case.case_id for case in data["cases"]],
         )
-        messages.success(request, f"Suite {saved.name} saved with {len(data['cases'])} cases.")
+        messages.success(
+            request,
+            ngettext(
+                "Suite %(name)s saved with %(count)d case.",
+                "Suite %(name)s saved with %(count)d cases.",
+                len(data["cases"]),
+            )
+            % {"name": saved.name, "count": len(data["cases"])},
+        )
         return _back_to(collection, "suites")
     status = 400 if form.errors else 200
     context = {"form": form, "collection": collection, "suite": suite}
@@ -534,7 +568,7 @@ def run_start(request: HttpRequest, name: str) -> HttpResponse:
             f"{field}: {' '.join(str(error) for error in field_errors)}"
             for field, field_errors in form.errors.items()
         )
-        messages.error(request, f"The run was not started: {errors}")
+        messages.error(request, gettext("The run was not started: %(errors)s") % {"errors": errors})
         return _back_to(collection, "run")
     data = form.cleaned_data
     try:
@@ -582,10 +616,16 @@ def run_page(request: HttpRequest, run_id: int) -> HttpResponse:
 def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
     run = get_object_or_404(CaseRun.objects.only("pk", "status"), pk=run_id)
     if run.is_finished:
-        messages.error(request, f"Run {run.pk} is already {run.status}.")
+        messages.error(
+            request,
+            gettext("Run %(run)d is already %(status)s.")
+            % {"run": run.pk, "status": run.get_status_display()},
+        )
     else:
         services.run_cancel(run=run)
-        messages.success(request, "Cancel requested: the run stops after the case in progress.")
+        messages.success(
+            request, gettext("Cancel requested: the run stops after the case in progress.")
+        )
     return HttpResponseRedirect(reverse("qualitylab:run", args=[run.pk]))
 
 

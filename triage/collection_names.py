@@ -32,23 +32,41 @@ class CollectionNameError(ValueError):
     code = INVALID_COLLECTION_NAME
 
 
-def collection_name_problem(name: object) -> str | None:
-    """Why ``name`` cannot be a collection name (a sentence to follow "the name"), or None."""
+def gettext_noop(message: str) -> str:
+    """Marks a text for the message catalog (makemessages reads this name) without Django:
+    the form that shows it translates it (triage/fields.py)."""
+    return message
+
+
+def collection_name_problem_parts(name: object) -> tuple[str, dict[str, object]] | None:
+    """Why ``name`` cannot be a collection name, as a sentence to follow "the name" with
+    %-placeholders and their values (so a page can translate it), or None."""
     if not isinstance(name, str):
-        return "must be text"
+        return gettext_noop("must be text"), {}
     if not name:
-        return "is empty"
+        return gettext_noop("is empty"), {}
     if len(name) > COLLECTION_NAME_MAX_LENGTH:
-        return f"is longer than {COLLECTION_NAME_MAX_LENGTH} characters"
+        return gettext_noop("is longer than %(limit)d characters"), {
+            "limit": COLLECTION_NAME_MAX_LENGTH
+        }
     if name != name.strip():
-        return "starts or ends with a space"
+        return gettext_noop("starts or ends with a space"), {}
     for character in name:
         if unicodedata.category(character) in _REFUSED_CATEGORIES:
-            return (
-                f"contains a control or invisible character (U+{ord(character):04X}); "
+            return gettext_noop(
+                "contains a control or invisible character (U+%(code)s); "
                 "names are shown on pages and put in URLs"
-            )
+            ), {"code": f"{ord(character):04X}"}
     return None
+
+
+def collection_name_problem(name: object) -> str | None:
+    """Why ``name`` cannot be a collection name (a sentence to follow "the name"), or None."""
+    parts = collection_name_problem_parts(name)
+    if parts is None:
+        return None
+    message, params = parts
+    return message % params if params else message
 
 
 def check_collection_name(name: object) -> str:

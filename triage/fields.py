@@ -6,15 +6,21 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import models
+from django.utils.translation import gettext
 
-from triage.collection_names import collection_name_problem
+from triage.collection_names import collection_name_problem_parts
 
 
 def validate_collection_name(value: Any) -> None:
     """The one rule for collection names (triage.collection_names), for forms and models."""
-    problem = collection_name_problem(value)
-    if problem is not None:
-        raise ValidationError(f"The name {problem}.", code="invalid_collection_name")
+    parts = collection_name_problem_parts(value)
+    if parts is not None:
+        message, params = parts
+        problem = gettext(message) % params if params else gettext(message)
+        raise ValidationError(
+            gettext("The name %(problem)s.") % {"problem": problem},
+            code="invalid_collection_name",
+        )
 
 
 class BulkJSONField(models.JSONField):

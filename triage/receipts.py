@@ -387,13 +387,17 @@ CONTRADICTION_RULES = (
     ContradictionRule(
         key="not-started-but-called",
         title=gettext_lazy("Claims not_started, but the audit saw the call"),
-        why=gettext_lazy("A tool's report is a claim: if the call left, a retry may do the work twice."),
+        why=gettext_lazy(
+            "A tool's report is a claim: if the call left, a retry may do the work twice."
+        ),
         rows=_not_started_rows,
     ),
     ContradictionRule(
         key="conflicting-completions",
         title=gettext_lazy("One idempotency key, different completed operations"),
-        why=gettext_lazy("A key must name one operation; a lookup by this key may return the wrong one."),
+        why=gettext_lazy(
+            "A key must name one operation; a lookup by this key may return the wrong one."
+        ),
         rows=_conflicting_completion_rows,
     ),
     ContradictionRule(
@@ -405,7 +409,9 @@ CONTRADICTION_RULES = (
     ContradictionRule(
         key="retryable-policy-blocked",
         title=gettext_lazy("Retryable although policy blocked it"),
-        why=gettext_lazy("policy_blocked means stop; a runtime that retries it is working around the policy."),
+        why=gettext_lazy(
+            "policy_blocked means stop; a runtime that retries it is working around the policy."
+        ),
         rows=_retryable_blocked_rows,
     ),
 )

@@ -191,7 +191,9 @@ def records_prune(
             logger.exception("retention run %s failed", run.pk)
             pruner.finish(RetentionStatus.FAILED, error=f"{exc.__class__.__name__}: {exc}")
         except BaseException:  # Ctrl-C, worker shutdown: say so, then let it propagate
-            pruner.finish(RetentionStatus.INTERRUPTED, error=gettext_noop("Stopped before it finished."))
+            pruner.finish(
+                RetentionStatus.INTERRUPTED, error=gettext_noop("Stopped before it finished.")
+            )
             raise
         else:
             pruner.finish(RetentionStatus.DONE if complete else RetentionStatus.PARTIAL)

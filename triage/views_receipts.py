@@ -70,9 +70,9 @@ def receipts_page(request: HttpRequest) -> HttpResponse:
 def receipt_reconcile_view(request: HttpRequest, receipt_id: int) -> HttpResponse:
     receipt = get_object_or_404(Receipt, pk=receipt_id)
     if not receipts.receipt_awaits_reconciliation(receipt=receipt):
-        notice = gettext(
-            "%(run)s is not waiting for reconciliation; nothing was recorded."
-        ) % {"run": receipt.tool_run_id}
+        notice = gettext("%(run)s is not waiting for reconciliation; nothing was recorded.") % {
+            "run": receipt.tool_run_id
+        }
         return _done(request, notice=notice, level=messages.WARNING)
     form = ReconcileForm(request.POST)
     if not form.is_valid():

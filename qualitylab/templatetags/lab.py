@@ -8,6 +8,9 @@ from typing import Any
 from django import template
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
+from django.utils.translation import gettext, ngettext, pgettext
+
+from qualitylab.models import BuildStatus, RunStatus
 
 register = template.Library()
 DASH = "\u2013"  # what a table shows for "not measured"
@@ -19,7 +22,7 @@ def rate_chart(
 ) -> SafeString:
     """A 0-100% line over runs (oldest left); a run that did not measure it leaves a gap."""
     if not any(value is not None for _, value in points):
-        return mark_safe('<span class="muted small">not measured yet</span>')
+        return format_html('<span class="muted small">{}</span>', gettext("not measured yet"))
     top, bottom = 4.0, height - 4.0
     step = (width - 8) / max(len(points) - 1, 1)
 
@@ -37,7 +40,8 @@ def rate_chart(
         segments[-1].append(f"{x:.1f},{y(value):.1f}")
         dots.append(
             f'<circle cx="{x:.1f}" cy="{y(value):.1f}" r="2.2">'
-            f"<title>run {int(run_id)}: {value * 100:.0f}%</title></circle>"
+            f"<title>{gettext('run %(run)d') % {'run': int(run_id)}}: {value * 100:.0f}%</title>"
+            "</circle>"
         )
     lines = "".join(
         f'<polyline points="{" ".join(segment)}"></polyline>' for segment in segments if segment
@@ -46,7 +50,15 @@ def rate_chart(
         f'<line class="grid" x1="0" x2="{width}" y1="{top}" y2="{top}"></line>'
         f'<line class="grid" x1="0" x2="{width}" y1="{bottom}" y2="{bottom}"></line>'
     )
-    title = format_html("{} over the last {} runs", label or "rate", len(points))
+    title = format_html(
+        "{}",
+        ngettext(
+            "%(label)s over the last %(count)d run",
+            "%(label)s over the last %(count)d runs",
+            len(points),
+        )
+        % {"label": label or gettext("rate"), "count": len(points)},
+    )
     return mark_safe(
         f'<svg class="rate-chart" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" role="img" aria-label="{title}">'
@@ -77,7 +89,7 @@ def progress_bar(done: int, total: int, failed: int = 0, label: str = "") -> Saf
         _BAR,
         total,
         done,
-        label or f"{done} of {total}",
+        label or gettext("%(done)d of %(total)d") % {"done": done, "total": total},
         passed_share,
         passed_share,
         f"{failed_share:.1f}",
@@ -118,7 +130,8 @@ def ms(value: Any) -> str:
         number = float(value)
     except (TypeError, ValueError):
         return DASH
-    return f"{number:.0f} ms" if number >= 10 else f"{number:.1f} ms"
+    shown = f"{number:.0f}" if number >= 10 else f"{number:.1f}"
+    return gettext("%(value)s ms") % {"value": shown}
 
 
 @register.filter
@@ -128,12 +141,15 @@ def seconds(value: Any) -> str:
         return DASH
     total = float(value)
     if total < 60:
-        return f"{total:.1f} s"
+        return gettext("%(seconds)s s") % {"seconds": f"{total:.1f}"}
     minutes, rest = divmod(int(total), 60)
     if minutes < 60:
-        return f"{minutes} min {rest:02d} s"
+        return gettext("%(minutes)d min %(seconds)s s") % {
+            "minutes": minutes,
+            "seconds": f"{rest:02d}",
+        }
     hours, minutes = divmod(minutes, 60)
-    return f"{hours} h {minutes:02d} min"
+    return gettext("%(hours)d h %(minutes)s min") % {"hours": hours, "minutes": f"{minutes:02d}"}
 
 
 @register.filter
@@ -166,12 +182,50 @@ def nonzero_breakdown(breakdown: Any) -> list[tuple[str, Any]]:
 def outcome_mark(passed: Any) -> SafeString:
     """An assertion's passed: True, False or None (the stage it reads did not run)."""
     if passed is True:
-        return mark_safe('<span class="ok">passed</span>')
+        return format_html('<span class="ok">{}</span>', pgettext("assertion", "passed"))
     if passed is False:
-        return mark_safe('<span class="bad">failed</span>')
-    return mark_safe(
-        '<span class="muted" title="not evaluated: the stage it reads did not run">not run</span>'
+        return format_html('<span class="bad">{}</span>', pgettext("assertion", "failed"))
+    return format_html(
+        '<span class="muted" title="{}">{}</span>',
+        gettext("not evaluated: the stage it reads did not run"),
+        gettext("not run"),
     )
+
+
+@register.filter
+def build_status(status: str) -> str:
+    """What the pages call a build's status (the code stays in the markup's class)."""
+    return str(BuildStatus(status).label) if status in BuildStatus.values else status
+
+
+@register.filter
+def run_status(status: str) -> str:
+    """What the pages call a run's status."""
+    return str(RunStatus(status).label) if status in RunStatus.values else status
+
+
+@register.filter
+def severity(value: str) -> str:
+    """A readiness issue's severity in words (graph-tool-call's codes)."""
+    labels = {
+        "error": pgettext("severity", "error"),
+        "warning": pgettext("severity", "warning"),
+        "info": pgettext("severity", "info"),
+    }
+    return labels.get(value, value)
+
+
+@register.filter
+def latency_stage(stage: str) -> str:
+    """A latency stage's name in words (the keys stay codes)."""
+    labels = {
+        "search": pgettext("latency stage", "search"),
+        "select": pgettext("latency stage", "select"),
+        "plan": pgettext("latency stage", "plan"),
+        "execute": pgettext("latency stage", "execute"),
+        "cleanup": pgettext("latency stage", "cleanup"),
+    }
+    return labels.get(stage, stage)
 
 
 LATENCY_STAGES = ("search", "select", "plan", "execute", "cleanup")
