@@ -8,6 +8,7 @@ from typing import Any
 
 from django.db.models import Count, F, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
+from django.utils.translation import gettext_noop
 
 from qualitylab.models import (
     BuildStatus,
@@ -32,12 +33,12 @@ _VERSION_HEAVY = (
 SEVERITIES = ("error", "warning", "info")
 # The metrics the collection page charts, in the order a person reads them.
 CHARTED_METRICS = (
-    ("pass_rate", "pass rate"),
-    ("hit_at_k", "hit@K"),
-    ("top_1", "top-1"),
-    ("selector_accuracy", "selector accuracy"),
-    ("plan_hit_rate", "plan hit rate"),
-    ("execute_success", "execute success"),
+    ("pass_rate", gettext_noop("pass rate")),
+    ("hit_at_k", gettext_noop("hit@K")),
+    ("top_1", gettext_noop("top-1")),
+    ("selector_accuracy", gettext_noop("selector accuracy")),
+    ("plan_hit_rate", gettext_noop("plan hit rate")),
+    ("execute_success", gettext_noop("execute success")),
 )
 METRICS_RUNS = 30
 
@@ -135,10 +136,14 @@ BASE_URL_GAP = ReadinessIssue(
     code="base_url_not_configured",
     severity="error",
     count=1,
-    message="Execute cases cannot run: the collection has no base URL to call (its spec "
-    "has no absolute servers URL and none was given).",
-    recommendation="Set the base URL in the collection's settings, or import it again with "
-    "--base-url URL. Search and plan cases are not affected.",
+    message=gettext_noop(
+        "Execute cases cannot run: the collection has no base URL to call (its spec "
+        "has no absolute servers URL and none was given)."
+    ),
+    recommendation=gettext_noop(
+        "Set the base URL in the collection's settings, or import it again with "
+        "--base-url URL. Search and plan cases are not affected."
+    ),
     tools=[],
 )
 
@@ -316,9 +321,11 @@ class RunGap:
 # Failure reasons that say "not configured" rather than "broken", with what to do.
 RUN_GAP_TEXT: dict[str, tuple[str, str]] = {
     "base_url_not_configured": (
-        "could not run: the collection has no base URL, so nothing was called",
-        "set the base URL in the collection's settings, or `manage.py qualitylab "
-        "import-collection NAME SPEC --base-url URL`, then run them again",
+        gettext_noop("could not run: the collection has no base URL, so nothing was called"),
+        gettext_noop(
+            "set the base URL in the collection's settings, or `manage.py qualitylab "
+            "import-collection NAME SPEC --base-url URL`, then run them again"
+        ),
     ),
 }
 

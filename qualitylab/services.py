@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Count, Field, Max, Q
 from django.utils import timezone
-from django.utils.translation import gettext
+from django.utils.translation import gettext, gettext_noop
 from kombu.exceptions import OperationalError as BrokerError
 
 from learning import services as learning_services
@@ -317,7 +317,7 @@ def version_build(*, version_id: int) -> CollectionVersion | None:
     """Build the artifact of a queued version (the task's body). Does nothing when another
     worker already claimed it."""
     claimed = CollectionVersion.objects.filter(pk=version_id, status=BuildStatus.QUEUED).update(
-        status=BuildStatus.BUILDING, progress=0.0, progress_message="starting"
+        status=BuildStatus.BUILDING, progress=0.0, progress_message=gettext_noop("starting")
     )
     if not claimed:
         return None
