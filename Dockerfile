@@ -13,6 +13,10 @@ COPY client ./client
 RUN pip install --upgrade pip && pip install . ./client
 
 COPY . .
+# The Korean (and any other) message catalogs, compiled with gettext's msgfmt.
+RUN apt-get update && apt-get install -y --no-install-recommends gettext \
+    && for po in locale/*/LC_MESSAGES/django.po; do msgfmt --check -o "${po%.po}.mo" "$po"; done \
+    && apt-get purge -y gettext && apt-get autoremove -y && rm -rf /var/lib/apt/lists/*
 RUN useradd --create-home --uid 1000 triage && mkdir -p /app/var && chown -R triage /app/var
 USER triage
 

@@ -5,20 +5,31 @@ VENV := .venv
 PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 
-.PHONY: install browser demo test lint typecheck check pytest bench bench-scale bench-incident clean
+.PHONY: install messages browser demo test lint typecheck check pytest bench bench-scale bench-incident clean
 
 ## DJANGO_DEBUG defaults to off (production). The development targets run the development
 ## settings (a fixed dev-only secret key, plain HTTP, local hosts); a value already exported
 ## wins. The benchmarks set production settings for the servers they start.
 demo test lint typecheck check pytest: export DJANGO_DEBUG ?= 1
 
-install: $(VENV)/.installed
+install: $(VENV)/.installed messages
 
 $(VENV)/.installed: pyproject.toml client/pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[test]' -e ./client
 	@touch $@
+
+## The message catalogs (locale/<language>/LC_MESSAGES/django.po), compiled with gettext's
+## msgfmt; Debian's gettext is installed when msgfmt is missing, as `make browser` does for
+## Chromium. --check refuses a translation whose placeholders differ from its English.
+CATALOGS := $(patsubst %.po,%.mo,$(wildcard locale/*/LC_MESSAGES/django.po))
+messages: $(CATALOGS)
+
+locale/%/LC_MESSAGES/django.mo: locale/%/LC_MESSAGES/django.po
+	@command -v msgfmt >/dev/null || apt-get install -y -q gettext || \
+		(apt-get update -q && apt-get install -y -q gettext)
+	msgfmt --check -o $@ $<
 
 ## Debian's Chromium (and a CJK font for Korean text) for the browser tests; Playwright
 ## never downloads a browser here.

@@ -111,7 +111,7 @@ class SpecSourceForm(forms.Form):
 class CollectionSettingsForm(forms.Form):
     """Where and as whom execute cases call; never a secret, only where it comes from."""
 
-    title = forms.CharField(max_length=200, required=False)
+    title = forms.CharField(label=gettext_lazy("Title"), max_length=200, required=False)
     base_url = forms.URLField(
         required=False,
         max_length=Collection._meta.get_field("base_url").max_length,
@@ -120,6 +120,7 @@ class CollectionSettingsForm(forms.Form):
         help_text=gettext_lazy("Where execute cases call. Empty: the spec's first server URL."),
     )
     allowed_hosts = forms.CharField(
+        label=gettext_lazy("Allowed hosts"),
         required=False,
         max_length=1000,
         help_text=gettext_lazy(
@@ -234,6 +235,7 @@ class CollectionSettingsForm(forms.Form):
 
 class CollectionCreateForm(CollectionSettingsForm, SpecSourceForm):
     name = forms.CharField(
+        label=gettext_lazy("Name"),
         max_length=COLLECTION_NAME_MAX_LENGTH,
         validators=[validate_collection_name],
         help_text=format_lazy(
@@ -312,9 +314,12 @@ class CaseForm(forms.Form):
         max_length=120,
         help_text=gettext_lazy("Letters, digits and '_.:-'; unique per collection."),
     )
-    mode = forms.ChoiceField(choices=CaseMode.choices)
-    query = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), max_length=2000)
+    mode = forms.ChoiceField(label=gettext_lazy("Mode"), choices=CaseMode.choices)
+    query = forms.CharField(
+        label=gettext_lazy("Query"), widget=forms.Textarea(attrs={"rows": 2}), max_length=2000
+    )
     expected_target = forms.CharField(
+        label=gettext_lazy("Expected target"),
         required=False,
         max_length=200,
         help_text=gettext_lazy("The operationId the case should end at."),
@@ -332,7 +337,9 @@ class CaseForm(forms.Form):
         ),
     )
     mutation_safety = forms.ChoiceField(
-        choices=[("read_only", "read_only"), ("mutating", "mutating")], initial="read_only"
+        label=gettext_lazy("Mutation safety"),
+        choices=[("read_only", "read_only"), ("mutating", "mutating")],
+        initial="read_only",
     )
     timeout_sec = forms.FloatField(
         required=False, min_value=0.1, max_value=300, initial=10.0,
@@ -349,26 +356,30 @@ class CaseForm(forms.Form):
         ),
     )
     description = forms.CharField(
+        label=gettext_lazy("Description"),
         required=False,
         max_length=500,
         help_text=gettext_lazy("Why the case exists, for whoever reads it."),
     )
     provided_entities = forms.CharField(
+        label=gettext_lazy("Provided entities"),
         required=False,
         widget=forms.Textarea(attrs={"rows": 2, "spellcheck": "false", "class": "code"}),
         help_text=_JSON_FIELD_HELP["provided_entities"],
     )
     assertions = forms.CharField(
+        label=gettext_lazy("Assertions"),
         required=False,
         widget=forms.Textarea(attrs={"rows": 4, "spellcheck": "false", "class": "code"}),
         help_text=_JSON_FIELD_HELP["assertions"],
     )
     cleanup = forms.CharField(
+        label=gettext_lazy("Cleanup"),
         required=False,
         widget=forms.Textarea(attrs={"rows": 2, "spellcheck": "false", "class": "code"}),
         help_text=_JSON_FIELD_HELP["cleanup"],
     )
-    active = forms.BooleanField(required=False, initial=True)
+    active = forms.BooleanField(label=gettext_lazy("Active"), required=False, initial=True)
 
     def __init__(
         self,
@@ -514,7 +525,10 @@ class CaseFromGroupForm(CaseForm):
     """A new case from a failure group: the person also picks the collection."""
 
     collection = ChoiceByTextField(
-        queryset=Collection.objects.none(), to_field_name="name", empty_label=None
+        label=gettext_lazy("Collection"),
+        queryset=Collection.objects.none(),
+        to_field_name="name",
+        empty_label=None,
     )
 
     field_order = ["collection", "case_id"]
@@ -531,9 +545,10 @@ def _suite_case_label(case: QualityCase) -> str:
 
 
 class SuiteForm(forms.Form):
-    name = forms.SlugField(max_length=100)
-    description = forms.CharField(max_length=300, required=False)
+    name = forms.SlugField(label=gettext_lazy("Name"), max_length=100)
+    description = forms.CharField(label=gettext_lazy("Description"), max_length=300, required=False)
     cases = ChoicesByTextField(
+        label=gettext_lazy("Cases"),
         queryset=QualityCase.objects.none(),
         to_field_name="case_id",
         required=False,
@@ -551,15 +566,19 @@ class SuiteForm(forms.Form):
 
 class RunStartForm(forms.Form):
     suite = ChoiceByTextField(
+        label=gettext_lazy("Suite"),
         queryset=Suite.objects.none(),
         to_field_name="name",
         required=False,
         empty_label=gettext_lazy("all active cases"),
     )
     mode = forms.ChoiceField(
-        choices=[("", gettext_lazy("every mode")), *CaseMode.choices], required=False
+        label=gettext_lazy("Mode"),
+        choices=[("", gettext_lazy("every mode")), *CaseMode.choices],
+        required=False,
     )
     repeat = forms.IntegerField(
+        label=gettext_lazy("Repeat"),
         min_value=1,
         max_value=50,
         initial=1,

@@ -28,7 +28,7 @@ from qualitylab.sandbox import DEMO_TOKEN
 from triage.demo_data import demo_items
 from triage.models import ApiKey, IngestItem
 from triage.roles import ensure_role_group
-from triage.services import api_key_create
+from triage.services import api_key_create, person_language_set
 
 DEMO_OWNER = "demo-runtime"
 DEMO_ADMIN = ("admin", "triage-demo-admin")
@@ -38,6 +38,8 @@ DEMO_ROLE_USERS = {
     "operator": ("operator", "triage-demo-operator"),
     "reviewer": ("reviewer", "triage-demo-reviewer"),
 }
+# An operator who reads the pages in Korean (stored on their PersonPreference).
+DEMO_KOREAN_OPERATOR = ("operator-ko", "triage-demo-operator-ko")
 
 # Quality Lab: the demo collection calls the sandbox; its token reaches the worker only,
 # through the environment variable the collection's auth profile names: the names declared
@@ -187,6 +189,12 @@ class Command(BaseCommand):
             person.set_password(password)
             person.save()
             person.groups.add(ensure_role_group(role))
+        username, password = DEMO_KOREAN_OPERATOR
+        korean, _ = get_user_model().objects.get_or_create(username=username)
+        korean.set_password(password)
+        korean.save()
+        korean.groups.add(ensure_role_group("operator"))
+        person_language_set(user=korean, language="ko")
 
     def _start_web(self, port: int, *, pool: str, workers: int) -> subprocess.Popen[bytes]:
         return subprocess.Popen(
@@ -384,6 +392,7 @@ class Command(BaseCommand):
             + "".join(
                 f", {user} / {secret} ({role})" for role, (user, secret) in DEMO_ROLE_USERS.items()
             )
+            + f", {DEMO_KOREAN_OPERATOR[0]} / {DEMO_KOREAN_OPERATOR[1]} (operator, reads in Korean)"
             + "\n"
             + f"  learning:     {base_url}/learning/\n"
             + f"  Quality Lab:  {base_url}/qualitylab/{DEMO_COLLECTION}/\n"
