@@ -21,7 +21,7 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
-from django.utils.translation import gettext
+from django.utils.translation import gettext, gettext_noop
 from graph_tool_call.learning import (
     SUGGESTION_DATA_FLOW_EDGE,
     SUGGESTION_PLAN_PATH,
@@ -79,7 +79,8 @@ def collections_for_ids(*, names: Iterable[str]) -> dict[str, Collection]:
         found[name], _ = Collection.objects.get_or_create(
             name=name,
             defaults={
-                "title": "registered by a runtime",
+                # Stored in English; the pages translate this title as they show it.
+                "title": gettext_noop("registered by a runtime"),
                 "learning_mode": LearningMode.OBSERVE,
                 "learning_allowed": True,
                 "mutations_allowed": False,

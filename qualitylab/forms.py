@@ -316,7 +316,10 @@ class CaseForm(forms.Form):
     )
     mode = forms.ChoiceField(label=gettext_lazy("Mode"), choices=CaseMode.choices)
     query = forms.CharField(
-        label=gettext_lazy("Query"), widget=forms.Textarea(attrs={"rows": 2}), max_length=2000
+        label=gettext_lazy("Query"),
+        # A user's words, in whatever language they typed them: never translated.
+        widget=forms.Textarea(attrs={"rows": 2, "translate": "no"}),
+        max_length=2000,
     )
     expected_target = forms.CharField(
         label=gettext_lazy("Expected target"),

@@ -463,7 +463,9 @@ def case_from_group(request: HttpRequest) -> HttpResponse:
         group=group,
         query_hint=""
         if form["query"].value()
-        else "No record of this group carried the user's query: write one a user would type.",
+        else gettext(
+            "No record of this group carried the user's query: write one a user would type."
+        ),
     )
 
 

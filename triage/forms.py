@@ -266,7 +266,12 @@ class GroupActionForm(forms.Form):
     note = forms.CharField(
         required=False, widget=forms.Textarea(attrs={"rows": 2}), max_length=4000
     )
-    assignee = forms.ModelChoiceField(queryset=get_user_model().objects.none(), required=False)
+    # People's names are data: a browser's page translation leaves them alone.
+    assignee = forms.ModelChoiceField(
+        queryset=get_user_model().objects.none(),
+        required=False,
+        widget=forms.Select(attrs={"translate": "no"}),
+    )
     muted_until = forms.DateTimeField(
         required=False, widget=forms.DateTimeInput(attrs={"type": "datetime-local"})
     )

@@ -23,6 +23,10 @@ from django.views.i18n import set_language
 from triage.models import PersonPreference
 from triage.services import person_language_set
 
+# The doors machines read speak English whatever the browser says: the API's codes, field
+# names, messages and OpenAPI schema are contracts, the same for every reader.
+MACHINE_PATHS = ("/api/", "/v1/")
+
 
 def supported_language(code: str) -> str:
     """``code`` when the desk speaks it (one of settings.LANGUAGES), else ""."""
@@ -61,6 +65,10 @@ class PreferredLanguageMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
+        if request.path_info.startswith(MACHINE_PATHS):
+            translation.activate(settings.LANGUAGE_CODE)
+            request.LANGUAGE_CODE = settings.LANGUAGE_CODE
+            return self.get_response(request)
         language = stored_language(getattr(request, "user", None))
         if language and language != translation.get_language():
             translation.activate(language)

@@ -19,7 +19,7 @@ from django.db.models import (
     Sum,
 )
 from django.utils import timezone
-from django.utils.translation import gettext_lazy
+from django.utils.translation import gettext, gettext_lazy
 
 from triage import taxonomy
 from triage.models import (
@@ -167,12 +167,12 @@ class ReasonRow:
     def tools(self) -> list[str]:
         by_count: Counter[str] = Counter()
         for row in self.groups:
-            by_count[row.group.tool or "(no tool)"] += row.window_count
+            by_count[row.group.tool or gettext("(no tool)")] += row.window_count
         return [tool for tool, _ in by_count.most_common()]
 
     @cached_property
     def collections(self) -> list[str]:
-        return sorted({row.group.collection or "(none)" for row in self.groups})
+        return sorted({row.group.collection or gettext("(none)") for row in self.groups})
 
     @cached_property
     def lanes(self) -> list[str]:

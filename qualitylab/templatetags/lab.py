@@ -38,10 +38,10 @@ def rate_chart(
             continue
         x = 4 + index * step
         segments[-1].append(f"{x:.1f},{y(value):.1f}")
+        run_label = gettext("run %(run)d") % {"run": int(run_id)}
         dots.append(
             f'<circle cx="{x:.1f}" cy="{y(value):.1f}" r="2.2">'
-            f"<title>{gettext('run %(run)d') % {'run': int(run_id)}}: {value * 100:.0f}%</title>"
-            "</circle>"
+            f"<title>{run_label}: {value * 100:.0f}%</title></circle>"
         )
     lines = "".join(
         f'<polyline points="{" ".join(segment)}"></polyline>' for segment in segments if segment
@@ -208,6 +208,7 @@ def run_status(status: str) -> str:
 def severity(value: str) -> str:
     """A readiness issue's severity in words (graph-tool-call's codes)."""
     labels = {
+        "blocker": pgettext("severity", "blocker"),
         "error": pgettext("severity", "error"),
         "warning": pgettext("severity", "warning"),
         "info": pgettext("severity", "info"),

@@ -153,7 +153,7 @@ _VISIBLE_ATTRIBUTE = re.compile(r'\b(?:title|placeholder|aria-label|alt|data-con
 _TAG = re.compile(r"<[^>]*>")
 # The retrieval metrics' names are codes too (hit@K, top-1: DESIGN.md section 8).
 _METRIC = re.compile(r"\b(?:hit@K|[Tt]op-(?:K|1))\b")
-_WORD = re.compile(r"[A-Za-z][\w'’-]*")
+_WORD = re.compile(r"[A-Za-z][\w'\u2019-]*")
 
 
 def _literal_words(source: str) -> list[str]:

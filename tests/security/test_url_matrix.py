@@ -399,6 +399,9 @@ SITE: dict[str, Row] = {
     "login": Row(lambda w: "/accounts/login/", get=public(), post=public(),
                  body=lambda w: SIGN_IN_POST),
     "logout": Row(lambda w: "/accounts/logout/", post=public()),
+    # The header's language switch: anyone (a signed-in person's choice is also stored).
+    "set_language": Row(lambda w: "/i18n/setlang/", post=public(),
+                        body=lambda w: {"language": "ko", "next": "/"}),
     "api-schema": Row(lambda w: "/api/schema/", get=public_api(), kind="open-api"),
     "api-docs": Row(lambda w: "/api/docs/", get=public_api(), kind="open-api"),
     "api:api-ingest": Row(lambda w: "/api/v1/ingest", post=api("ingest", readers=None),
