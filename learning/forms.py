@@ -11,6 +11,7 @@ from graph_tool_call.learning import SUGGESTION_TYPES
 from learning.models import QUEUE_ORDER, RejectionReason
 from learning.selectors import QueueFilters
 from qualitylab.models import LearningMode
+from triage.forms import search_text
 
 
 class QueueFilterForm(forms.Form):
@@ -54,7 +55,7 @@ class QueueFilterForm(forms.Form):
             collection=data.get("collection") or "",
             type=data.get("type") or "",
             status=data.get("status") or "",
-            family=(data.get("family") or "").strip(),
+            family=search_text(data.get("family") or ""),
         )
 
     def page_number(self) -> int:

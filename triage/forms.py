@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -35,6 +36,12 @@ WINDOW_CHOICE_LABELS = {"1h": gettext_lazy("1h"), "24h": gettext_lazy("24h"),
                         "7d": gettext_lazy("7d"), "30d": gettext_lazy("30d")}  # fmt: skip
 WINDOW_LABELS = {"1h": gettext_lazy("last 1h"), "24h": gettext_lazy("last 24h"),
                  "7d": gettext_lazy("last 7d"), "30d": gettext_lazy("last 30d")}  # fmt: skip
+
+
+def search_text(value: str) -> str:
+    """Typed search text in one Unicode form (NFC): Hangul typed as separate jamo (as some
+    keyboards and pasted file names give it) matches the composed syllables that are stored."""
+    return unicodedata.normalize("NFC", value or "").strip()
 
 
 def _choices(values: tuple[str, ...] | list[str], empty: Any) -> list[tuple[str, Any]]:
@@ -106,6 +113,9 @@ class TriageFilterForm(forms.Form):
     def sort_order(self) -> str:
         """The chosen order of the rows; a missing or refused one is count."""
         return str(self._valid_data().get("sort") or self.DEFAULTS["sort"])
+
+    def clean_q(self) -> str:
+        return search_text(self.cleaned_data.get("q") or "")
 
     def clean_since(self) -> datetime | None:
         return window_moment(self.cleaned_data.get("since"), now=self.now)
@@ -369,6 +379,9 @@ class PolicyQueryForm(forms.Form):
     """The tool-policy page's URL: text a collection or tool contains."""
 
     q = forms.CharField(required=False, max_length=200)
+
+    def clean_q(self) -> str:
+        return search_text(self.cleaned_data.get("q") or "")
 
 
 class ApiKeyCreateForm(forms.Form):

@@ -19,7 +19,7 @@ from django.db.models import (
     Sum,
 )
 from django.utils import timezone
-from django.utils.translation import gettext, gettext_lazy
+from django.utils.translation import get_language, gettext, gettext_lazy
 
 from triage import taxonomy
 from triage.models import (
@@ -287,8 +287,39 @@ def _triage_filter(filters: dict[str, str], *, via: str = "") -> Q:
         matches = Q()
         for name in ("reason", "tool", "collection", "stage"):
             matches |= Q(**{f"{via}{name}__icontains": text})
+        described = reasons_described_by(text)
+        if described:
+            matches |= Q(**{f"{via}reason__in": described})
         condition &= matches
     return condition
+
+
+def reasons_described_by(text: str) -> list[str]:
+    """The catalog's reasons whose meaning, advice or usual fix, or whose stage's title,
+    contains ``text`` in English or in the reader's language: a reason typed in words (in
+    Korean, say) finds its code. Read from the catalog in memory, never from the database."""
+    needle = text.casefold().strip()
+    if not needle:
+        return []
+    return [code for code, words in _reason_words().items() if needle in words]
+
+
+def _reason_words() -> dict[str, str]:
+    language = get_language() or ""
+    words = _REASON_WORDS.get(language)
+    if words is None:
+        words = _REASON_WORDS[language] = {}
+        for info in taxonomy.REASONS.values():
+            stage = taxonomy.STAGE_INFO[info.stage].title
+            texts = (info.meaning, info.triage_advice, info.usual_action, stage)
+            words[info.code] = "\n".join(
+                [*texts, *(gettext(text) for text in texts)]
+            ).casefold()
+    return words
+
+
+# One index per language the pages are read in (two today): built on first use.
+_REASON_WORDS: dict[str, dict[str, str]] = {}
 
 
 @dataclass(frozen=True)
