@@ -235,7 +235,7 @@ class Suggestion(models.Model):
 
     @property
     def type_help(self) -> str:
-        return SUGGESTION_TYPE_HELP.get(self.type, "")
+        return str(SUGGESTION_TYPE_HELP.get(self.type, ""))
 
     def as_library(self) -> dict[str, Any]:
         """The suggestion in graph-tool-call's shape (what the export API returns)."""

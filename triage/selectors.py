@@ -312,9 +312,7 @@ def _reason_words() -> dict[str, str]:
         for info in taxonomy.REASONS.values():
             stage = taxonomy.STAGE_INFO[info.stage].title
             texts = (info.meaning, info.triage_advice, info.usual_action, stage)
-            words[info.code] = "\n".join(
-                [*texts, *(gettext(text) for text in texts)]
-            ).casefold()
+            words[info.code] = "\n".join([*texts, *(gettext(text) for text in texts)]).casefold()
     return words
 
 

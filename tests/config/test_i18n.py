@@ -242,7 +242,7 @@ def test_a_form_shows_only_translatable_labels_help_texts_and_choices(
         form_class.__module__ == name or f"{form_class.__module__}.{form_class.__name__}" == name
         for name in LABELLED_FORMS
     )
-    for name, field in form_class.base_fields.items():
+    for name, field in form_class.base_fields.items():  # type: ignore[attr-defined]
         if labelled and getattr(field.widget, "input_type", "") != "hidden":
             assert isinstance(field.label, Promise), (form_class.__name__, name, field.label)
         if field.help_text:

@@ -23,7 +23,7 @@ KOREAN_HEADER = {"HTTP_ACCEPT_LANGUAGE": "ko-KR,ko;q=0.9,en;q=0.5"}
 
 def test_a_visitor_reads_the_browser_s_language() -> None:
     english = Client().get("/accounts/login/")
-    korean = Client().get("/accounts/login/", **KOREAN_HEADER)
+    korean = Client(headers={"accept-language": "ko-KR,ko;q=0.9,en;q=0.5"}).get("/accounts/login/")
     assert '<html lang="en">' in english.content.decode()
     assert '<html lang="ko">' in korean.content.decode()
     assert "로그인" in korean.content.decode()
