@@ -1,7 +1,7 @@
 """Do the pages stay fast at a million records? Triage, group and read API at 100k and 1M.
 
     .venv/bin/python bench/triage_scale.py [--sizes 100000,1000000] [--repeat 40]
-        [--jobs 2] [--batch 1000] [--database-url URL] [--reuse] [--strict]
+        [--jobs 2] [--batch 1000] [--database-url URL] [--reuse] [--strict] [--language ko]
 
 What one run does:
 
@@ -30,6 +30,10 @@ What one run does:
 4. Prints p50 and p95 per endpoint at each size, the ratio of the largest size to the
    smallest, and PASS/MISS against the targets (triage page p95 under 100 ms at 1M, and
    within 1.5x of the 100k figure). Misses fail the exit status only with ``--strict``.
+
+``--language ko`` also requests every triage-page endpoint in Korean (the same signed-in
+operator, ``Accept-Language: ko``) in the same rounds as English, and judges the Korean page
+against the English one: the same number of queries and a p95 within 1.1x.
 
 Endpoints: the triage page with its defaults (last 24 hours, active groups), the triage
 page filtered (7 days, one collection, one lane; and 30 days, any status, one execution
@@ -388,6 +392,7 @@ class Endpoint:
     url: str
     api: bool = False
     triage_page: bool = False
+    language: str = "en"
 
 
 @dataclass
@@ -396,6 +401,7 @@ class Timing:
     samples_ms: list[float]
     queries: int
     triage_page: bool = False
+    language: str = "en"
 
     @property
     def p50(self) -> float:
@@ -407,7 +413,24 @@ class Timing:
         return ordered[min(len(ordered) - 1, math.ceil(0.95 * len(ordered)) - 1)]
 
 
-def endpoints() -> list[Endpoint]:
+# The Korean triage page against the English one (--language ko).
+TARGET_LANGUAGE_RATIO = 1.1
+
+
+def endpoints(languages: tuple[str, ...] = ()) -> list[Endpoint]:
+    """The endpoints, and each triage-page endpoint again in every other language asked for."""
+    measured = _english_endpoints()
+    for language in languages:
+        measured += [
+            Endpoint(f"{endpoint.label} [{language}]", endpoint.url, triage_page=True,
+                     language=language)
+            for endpoint in measured
+            if endpoint.triage_page and endpoint.language == "en"
+        ]  # fmt: skip
+    return measured
+
+
+def _english_endpoints() -> list[Endpoint]:
     from triage.models import FailureGroup, FailureRecord
 
     largest = FailureGroup.objects.order_by("-count").first()
@@ -467,7 +490,7 @@ def clients() -> tuple[Any, Any]:
     return browser, Client(HTTP_AUTHORIZATION=f"Bearer {key}")
 
 
-def _serve(database_url: str, channel: Any) -> None:
+def _serve(database_url: str, channel: Any, languages: tuple[str, ...] = ()) -> None:
     """A measuring process on one database: sends its endpoints' labels, query counts and
     table counts, then answers each endpoint index with one request's milliseconds."""
     os.environ["DATABASE_URL"] = database_url
@@ -478,12 +501,12 @@ def _serve(database_url: str, channel: Any) -> None:
     import config.wsgi  # noqa: F401  # set up like a gunicorn worker: views loaded, startup frozen
 
     browser, api = clients()
-    targets = endpoints()
+    targets = endpoints(languages)
 
     def get(endpoint: Endpoint) -> float:
         client = api if endpoint.api else browser
         started = time.perf_counter()
-        response = client.get(endpoint.url)
+        response = client.get(endpoint.url, HTTP_ACCEPT_LANGUAGE=endpoint.language)
         elapsed = (time.perf_counter() - started) * 1000
         if response.status_code != 200:
             raise SystemExit(f"{endpoint.url}: HTTP {response.status_code}")
@@ -495,7 +518,7 @@ def _serve(database_url: str, channel: Any) -> None:
         with CaptureQueriesContext(connection) as captured:
             get(endpoint)
         queries.append(len(captured))
-    labels = [(endpoint.label, endpoint.triage_page) for endpoint in targets]
+    labels = [(endpoint.label, endpoint.triage_page, endpoint.language) for endpoint in targets]
     channel.send((labels, queries, table_counts()))
     while (index := channel.recv()) is not None:
         channel.send(get(targets[index]))
@@ -505,20 +528,24 @@ def _serve(database_url: str, channel: Any) -> None:
 class _Server:
     process: Any
     channel: Any
-    labels: list[tuple[str, bool]] = field(default_factory=list)
+    labels: list[tuple[str, bool, str]] = field(default_factory=list)
     queries: list[int] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
     samples: list[list[float]] = field(default_factory=list)
 
 
-def measure(databases: dict[int, str], repeat: int) -> dict[int, _Server]:
+def measure(
+    databases: dict[int, str], repeat: int, languages: tuple[str, ...] = ()
+) -> dict[int, _Server]:
     """Every size in the same rounds, one process each, never two requests at once."""
     context = multiprocessing.get_context("spawn")
     servers: dict[int, _Server] = {}
     try:
         for size, database_url in databases.items():
             ours, theirs = context.Pipe()
-            process = context.Process(target=_serve, args=(database_url, theirs), daemon=True)
+            process = context.Process(
+                target=_serve, args=(database_url, theirs, languages), daemon=True
+            )
             process.start()
             servers[size] = _Server(process, ours)
         for server in servers.values():
@@ -576,7 +603,7 @@ def report(results: list[SizeResult]) -> bool:
         print(line)
     print()
     for index, timing in enumerate(large.timings):
-        if not timing.triage_page:
+        if not timing.triage_page or timing.language != "en":
             continue
         p95 = timing.p95
         ratio = p95 / small.timings[index].p95
@@ -587,6 +614,27 @@ def report(results: list[SizeResult]) -> bool:
             f"{'PASS' if fast and flat else 'MISS'}  {timing.label}: p95 {p95:.1f} ms at "
             f"{large.size:,} (target < {TARGET_P95_MS:.0f} ms), {ratio:.2f}x the "
             f"{small.size:,} figure (target <= {TARGET_RATIO}x)"
+        )
+    return _report_languages(large) and passed
+
+
+def _report_languages(result: SizeResult) -> bool:
+    """Each translated triage page against its English one, at the given size."""
+    english = {t.label: t for t in result.timings if t.triage_page and t.language == "en"}
+    passed = True
+    for timing in result.timings:
+        if timing.language == "en":
+            continue
+        base = english[timing.label.rsplit(" [", 1)[0]]
+        ratio = timing.p95 / base.p95
+        same_queries = timing.queries == base.queries
+        ok = same_queries and ratio <= TARGET_LANGUAGE_RATIO
+        passed = passed and ok
+        print(
+            f"{'PASS' if ok else 'MISS'}  {timing.label}: {timing.queries} queries "
+            f"(English {base.queries}), p95 {timing.p95:.1f} ms, {ratio:.2f}x English's "
+            f"{base.p95:.1f} ms at {result.size:,} (target: same queries, <= "
+            f"{TARGET_LANGUAGE_RATIO}x)"
         )
     return passed
 
@@ -600,6 +648,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--database-url", default=DEFAULT_DATABASE_URL)
     parser.add_argument("--reuse", action="store_true", help="keep records already loaded")
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
+    parser.add_argument(
+        "--language",
+        action="append",
+        default=[],
+        choices=["ko"],
+        help="also measure the triage page in this language against English",
+    )
     args = parser.parse_args(argv)
     sizes = sorted(int(size) for size in args.sizes.split(","))
 
@@ -630,15 +685,15 @@ def main(argv: list[str] | None = None) -> int:
             if size != sizes[-1]:
                 copy_database(args.database_url, databases[size])
     print(f"measuring {' and '.join(f'{size:,}' for size in sizes)} records in the same rounds")
-    servers = measure(databases, args.repeat)
+    servers = measure(databases, args.repeat, tuple(args.language))
     results = [
         SizeResult(
             size,
             rates.get(size),
             server.counts,
             [
-                Timing(label, server.samples[index], server.queries[index], triage_page)
-                for index, (label, triage_page) in enumerate(server.labels)
+                Timing(label, server.samples[index], server.queries[index], triage_page, language)
+                for index, (label, triage_page, language) in enumerate(server.labels)
             ],
         )
         for size, server in servers.items()
