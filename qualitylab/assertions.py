@@ -54,7 +54,7 @@ Without a shadow comparison they are not evaluated (``passed: null``), except
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -121,17 +121,32 @@ _MAX_ASSERTIONS = 50
 _MAX_TOP_K = 50
 
 
+def gettext_noop(message: str) -> str:
+    """Marks a message for the catalog (makemessages reads this name) without Django here:
+    the pages translate it with CaseSpecError.translated."""
+    return message
+
+
 class CaseSpecError(ValueError):
     """A case (or one of its assertions) does not follow the documented schema.
 
     ``field`` names the offending field (``"mode"``, ``"assertions[2].type"``,
     ``"cleanup[0].tool"``); the message never repeats a provided value that could be large.
+    ``message`` is English; ``template`` and ``params`` let a page write it in its reader's
+    language.
     """
 
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
+    def __init__(self, field: str, message: str, params: dict[str, object] | None = None):
+        self.template = message
+        self.params = params or {}
+        self.message = message % self.params if self.params else message
+        super().__init__(f"{field}: {self.message}")
         self.field = field
-        self.message = message
+
+    def translated(self, translate: Callable[[str], str]) -> str:
+        """The message in the reader's language (``translate`` is Django's gettext)."""
+        text = translate(self.template)
+        return text % self.params if self.params else text
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,27 +189,33 @@ def parse_assertions(
         return _parse_object(value, mode=mode, field=field)
     if isinstance(value, list):
         return _parse_list(value, mode=mode, expected_top_k=expected_top_k, field=field)
-    raise CaseSpecError(field, "must be a list of typed assertions or an assertion object")
+    raise CaseSpecError(
+        field, gettext_noop("must be a list of typed assertions or an assertion object")
+    )
 
 
 def _parse_list(items: list[Any], *, mode: str, expected_top_k: int, field: str) -> AssertionSet:
     if len(items) > _MAX_ASSERTIONS:
-        raise CaseSpecError(field, f"at most {_MAX_ASSERTIONS} assertions per case")
+        raise CaseSpecError(
+            field, gettext_noop("at most %(limit)d assertions per case"), {"limit": _MAX_ASSERTIONS}
+        )
     checks: list[Assertion] = []
     for index, item in enumerate(items):
         where = f"{field}[{index}]"
         if not isinstance(item, Mapping):
-            raise CaseSpecError(where, "must be an object with a 'type'")
+            raise CaseSpecError(where, gettext_noop("must be an object with a 'type'"))
         kind = item.get("type")
         if not isinstance(kind, str) or not kind:
-            raise CaseSpecError(f"{where}.type", "is required")
+            raise CaseSpecError(f"{where}.type", gettext_noop("is required"))
         if kind in LEARNING_ASSERTION_TYPES:
             checks.append(_parse_learning_typed(kind, item, where=where, mode=mode))
             continue
         if kind not in ASSERTION_TYPES:
             known = ", ".join((*ASSERTION_TYPES, *sorted(LEARNING_ASSERTION_TYPES)))
             raise CaseSpecError(
-                f"{where}.type", f"unknown assertion type {kind!r} (known: {known})"
+                f"{where}.type",
+                gettext_noop("unknown assertion type %(kind)r (known: %(known)s)"),
+                {"kind": kind, "known": known},
             )
         check = _parse_typed(kind, item, where=where, expected_top_k=expected_top_k)
         _check_mode(check.type, mode=mode, where=f"{where}.type")
@@ -214,11 +235,17 @@ def _parse_typed(
     }[kind]
     extra = sorted(str(key) for key in item if key not in allowed_keys)
     if extra:
-        raise CaseSpecError(f"{where}.{extra[0]}", f"is not a field of {kind}")
+        raise CaseSpecError(
+            f"{where}.{extra[0]}", gettext_noop("is not a field of %(kind)s"), {"kind": kind}
+        )
     if kind == "top_k_contains":
         k = item.get("k", expected_top_k)
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= _MAX_TOP_K:
-            raise CaseSpecError(f"{where}.k", f"must be an integer from 1 to {_MAX_TOP_K}")
+            raise CaseSpecError(
+                f"{where}.k",
+                gettext_noop("must be an integer from 1 to %(limit)d"),
+                {"limit": _MAX_TOP_K},
+            )
         return Assertion(kind, checked_tool_name(item.get("tool"), f"{where}.tool"), k=k)
     if kind == "selected_target":
         return Assertion(kind, checked_tool_name(item.get("equals"), f"{where}.equals"))
@@ -228,23 +255,31 @@ def _parse_typed(
         return Assertion(kind, _statuses(item, where))
     path = item.get("path")
     if not isinstance(path, str):
-        raise CaseSpecError(f"{where}.path", "is required (a JSON path such as '$.orderNo')")
+        raise CaseSpecError(
+            f"{where}.path", gettext_noop("is required (a JSON path such as '$.orderNo')")
+        )
     parse_json_path(path, field=f"{where}.path")
     return Assertion(kind, path)
 
 
 def _statuses(item: Mapping[str, Any], where: str) -> tuple[int, ...]:
     if ("equals" in item) == ("in" in item):
-        raise CaseSpecError(where, "http_status needs exactly one of 'equals' or 'in'")
+        raise CaseSpecError(
+            where, gettext_noop("http_status needs exactly one of 'equals' or 'in'")
+        )
     key = "equals" if "equals" in item else "in"
     raw = item[key]
     values = raw if key == "in" else [raw]
     if not isinstance(values, list) or not values:
-        raise CaseSpecError(f"{where}.in", "must be a non-empty list of HTTP statuses")
+        raise CaseSpecError(
+            f"{where}.in", gettext_noop("must be a non-empty list of HTTP statuses")
+        )
     statuses: list[int] = []
     for value in values:
         if isinstance(value, bool) or not isinstance(value, int) or not 100 <= value <= 599:
-            raise CaseSpecError(f"{where}.{key}", "HTTP statuses are integers from 100 to 599")
+            raise CaseSpecError(
+                f"{where}.{key}", gettext_noop("HTTP statuses are integers from 100 to 599")
+            )
         statuses.append(value)
     return tuple(statuses)
 
@@ -253,7 +288,11 @@ def _parse_object(value: Mapping[str, Any], *, mode: str, field: str) -> Asserti
     for key in value:
         if key not in _OBJECT_KEYS:
             known = ", ".join(_OBJECT_KEYS)
-            raise CaseSpecError(f"{field}.{key}", f"unknown assertion key (known: {known})")
+            raise CaseSpecError(
+                f"{field}.{key}",
+                gettext_noop("unknown assertion key (known: %(known)s)"),
+                {"known": known},
+            )
     checks: list[Assertion] = []
     if "selected_target" in value:
         where = f"{field}.selected_target"
@@ -264,7 +303,9 @@ def _parse_object(value: Mapping[str, Any], *, mode: str, field: str) -> Asserti
     if "uncaught_server_error" in value:
         flag = value["uncaught_server_error"]
         if not isinstance(flag, bool):
-            raise CaseSpecError(f"{field}.uncaught_server_error", "must be true or false")
+            raise CaseSpecError(
+                f"{field}.uncaught_server_error", gettext_noop("must be true or false")
+            )
         checks.append(Assertion("uncaught_server_error", flag))
     for key in sorted(LEARNING_ASSERTION_TYPES):
         if key in value:
@@ -283,15 +324,19 @@ def _parse_learning_typed(
     allowed = {"type", "equals", "in"} if kind == "promotion_status" else {"type", "equals"}
     extra = sorted(str(key) for key in item if key not in allowed)
     if extra:
-        raise CaseSpecError(f"{where}.{extra[0]}", f"is not a field of {kind}")
+        raise CaseSpecError(
+            f"{where}.{extra[0]}", gettext_noop("is not a field of %(kind)s"), {"kind": kind}
+        )
     if kind == "promotion_status":
         if ("equals" in item) == ("in" in item):
-            raise CaseSpecError(where, "promotion_status needs exactly one of 'equals' or 'in'")
+            raise CaseSpecError(
+                where, gettext_noop("promotion_status needs exactly one of 'equals' or 'in'")
+            )
         key = "equals" if "equals" in item else "in"
         _check_mode(kind, mode=mode, where=f"{where}.type")
         return _learning_check(kind, item[key], where=f"{where}.{key}")
     if "equals" not in item and kind not in _LEARNING_DEFAULTS:
-        raise CaseSpecError(f"{where}.equals", "is required (true or false)")
+        raise CaseSpecError(f"{where}.equals", gettext_noop("is required (true or false)"))
     _check_mode(kind, mode=mode, where=f"{where}.type")
     value = item.get("equals", _LEARNING_DEFAULTS.get(kind))
     return _learning_check(kind, value, where=f"{where}.equals")
@@ -302,7 +347,7 @@ def _learning_check(kind: str, value: Any, *, where: str, mode: str | None = Non
         _check_mode(kind, mode=mode, where=where)
     if kind != "promotion_status":
         if not isinstance(value, bool):
-            raise CaseSpecError(where, "must be true or false")
+            raise CaseSpecError(where, gettext_noop("must be true or false"))
         return Assertion(kind, value)
     statuses = [value] if isinstance(value, str) else value
     if (
@@ -311,7 +356,9 @@ def _learning_check(kind: str, value: Any, *, where: str, mode: str | None = Non
         or not all(status in PROMOTION_STATUSES for status in statuses)
     ):
         raise CaseSpecError(
-            where, f"must be a status or a list of statuses: {', '.join(PROMOTION_STATUSES)}"
+            where,
+            gettext_noop("must be a status or a list of statuses: %(statuses)s"),
+            {"statuses": ", ".join(PROMOTION_STATUSES)},
         )
     return Assertion(kind, tuple(dict.fromkeys(statuses)))
 
@@ -322,27 +369,37 @@ def add_learning_block(assertions: AssertionSet, block: Any, *, mode: str) -> As
     if block is None:
         return assertions
     if not isinstance(block, Mapping):
-        raise CaseSpecError("learning", "must be an object (mode, expected_target, assertions)")
+        raise CaseSpecError(
+            "learning", gettext_noop("must be an object (mode, expected_target, assertions)")
+        )
     target = block.get("expected_target")
     if target is not None:
         checked_tool_name(target, "learning.expected_target")
     if block.get("mode") not in (None, "observe", "shadow", "promoted"):
-        raise CaseSpecError("learning.mode", "must be observe, shadow or promoted")
+        raise CaseSpecError("learning.mode", gettext_noop("must be observe, shadow or promoted"))
     checks = block.get("assertions")
     if checks is None:
         return assertions
     if not isinstance(checks, Mapping):
-        raise CaseSpecError("learning.assertions", "must be an object of learning assertions")
+        raise CaseSpecError(
+            "learning.assertions", gettext_noop("must be an object of learning assertions")
+        )
     added: list[Assertion] = []
     for key, value in checks.items():
         if key not in LEARNING_ASSERTION_TYPES:
             known = ", ".join(sorted(LEARNING_ASSERTION_TYPES))
             raise CaseSpecError(
-                f"learning.assertions.{key}", f"is not a learning assertion ({known})"
+                f"learning.assertions.{key}",
+                gettext_noop("is not a learning assertion (%(known)s)"),
+                {"known": known},
             )
         added.append(_learning_check(key, value, where=f"learning.assertions.{key}", mode=mode))
     if len(assertions.checks) + len(added) > _MAX_ASSERTIONS:
-        raise CaseSpecError("learning.assertions", f"at most {_MAX_ASSERTIONS} assertions per case")
+        raise CaseSpecError(
+            "learning.assertions",
+            gettext_noop("at most %(limit)d assertions per case"),
+            {"limit": _MAX_ASSERTIONS},
+        )
     style = assertions.style if assertions.style != "none" else "object"
     return AssertionSet(
         checks=(*assertions.checks, *added),
@@ -353,11 +410,13 @@ def add_learning_block(assertions: AssertionSet, block: Any, *, mode: str) -> As
 
 def _reason_codes(value: Any, where: str) -> tuple[str, ...]:
     if not isinstance(value, list):
-        raise CaseSpecError(where, "must be a list of reason codes")
+        raise CaseSpecError(where, gettext_noop("must be a list of reason codes"))
     codes: list[str] = []
     for index, code in enumerate(value):
         if not isinstance(code, str) or taxonomy.reason_info(code) is None:
-            raise CaseSpecError(f"{where}[{index}]", "is not a reason code of the taxonomy")
+            raise CaseSpecError(
+                f"{where}[{index}]", gettext_noop("is not a reason code of the taxonomy")
+            )
         if code not in codes:
             codes.append(code)
     return tuple(codes)
@@ -377,8 +436,11 @@ def checked_tool_name(value: Any, where: str) -> str:
     if not is_tool_name(value):
         raise CaseSpecError(
             where,
-            f"must be a tool name (the operationId; at most {TOOL_NAME_MAX_LENGTH} "
-            "characters, no surrounding spaces or control characters)",
+            gettext_noop(
+                "must be a tool name (the operationId; at most %(limit)d characters, no "
+                "surrounding spaces or control characters)"
+            ),
+            {"limit": TOOL_NAME_MAX_LENGTH},
         )
     return str(value)
 
@@ -387,7 +449,11 @@ def _check_mode(kind: str, *, mode: str, where: str) -> None:
     modes = _MODES_FOR_TYPE[kind]
     if mode not in modes:
         needed = " or ".join(sorted(modes))
-        raise CaseSpecError(where, f"{kind} needs a {needed} case; this case is {mode}")
+        raise CaseSpecError(
+            where,
+            gettext_noop("%(kind)s needs a %(needed)s case; this case is %(mode)s"),
+            {"kind": kind, "needed": needed, "mode": mode},
+        )
 
 
 # ---- JSON paths ------------------------------------------------------------------------
@@ -396,13 +462,19 @@ def _check_mode(kind: str, *, mode: str, where: str) -> None:
 def parse_json_path(path: str, *, field: str = "path") -> list[str | int]:
     """Split ``$.a.b[0][*]['c d']`` into segments (``"*"`` is a wildcard) or raise."""
     if not path.startswith("$") or len(path) > 300:
-        raise CaseSpecError(field, "must be a JSON path starting with '$' (e.g. '$.orderNo')")
+        raise CaseSpecError(
+            field, gettext_noop("must be a JSON path starting with '$' (e.g. '$.orderNo')")
+        )
     segments: list[str | int] = []
     position = 1
     while position < len(path):
         match = _JSON_PATH_SEGMENT_RE.match(path, position)
         if match is None:
-            raise CaseSpecError(field, f"cannot read the JSON path after character {position}")
+            raise CaseSpecError(
+                field,
+                gettext_noop("cannot read the JSON path after character %(position)d"),
+                {"position": position},
+            )
         name, index, quoted = match.groups()
         if name is not None:
             segments.append(name)

@@ -166,7 +166,7 @@ from graph_tool_call.plan import (
 )
 
 from qualitylab import assertions as case_assertions
-from qualitylab.assertions import AssertionSet, CaseSpecError
+from qualitylab.assertions import AssertionSet, CaseSpecError, gettext_noop
 from triage import outbound, taxonomy
 from triage.intake.runner_events import failure_from_runner_event
 from triage.json_limits import DEFAULT_MAX_DEPTH, JSONTooDeep, loads_bounded
@@ -691,43 +691,57 @@ class CaseSpec:
     def from_json(cls, data: Any) -> CaseSpec:
         """Validate one case; raise :class:`CaseSpecError` naming the first bad field."""
         if not isinstance(data, Mapping):
-            raise CaseSpecError("case", "must be a JSON object")
+            raise CaseSpecError("case", gettext_noop("must be a JSON object"))
         case_id = data.get("id")
         if not isinstance(case_id, str) or not _ID_RE.match(case_id):
-            raise CaseSpecError("id", "is required: letters, digits, '_.:-', at most 200")
+            raise CaseSpecError(
+                "id", gettext_noop("is required: letters, digits, '_.:-', at most 200")
+            )
         mode = data.get("mode")
         if mode not in _MODES:
-            raise CaseSpecError("mode", f"must be one of {', '.join(_MODES)}")
+            raise CaseSpecError(
+                "mode", gettext_noop("must be one of %(choices)s"), {"choices": ", ".join(_MODES)}
+            )
         query = data.get("query")
         if not isinstance(query, str) or not query.strip() or len(query) > 2000:
-            raise CaseSpecError("query", "is required (non-empty text, at most 2000 characters)")
+            raise CaseSpecError(
+                "query", gettext_noop("is required (non-empty text, at most 2000 characters)")
+            )
         expected_target = _optional_tool(data, "expected_target")
         llm_target = _optional_tool(data, "llm_target")
         top_k = data.get("expected_top_k", _DEFAULT_TOP_K)
         if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= 50:
-            raise CaseSpecError("expected_top_k", "must be an integer from 1 to 50")
+            raise CaseSpecError("expected_top_k", gettext_noop("must be an integer from 1 to 50"))
         entities = data.get("provided_entities") or {}
         if not isinstance(entities, Mapping) or not all(isinstance(k, str) for k in entities):
-            raise CaseSpecError("provided_entities", "must be an object of field name -> value")
+            raise CaseSpecError(
+                "provided_entities", gettext_noop("must be an object of field name -> value")
+            )
         mutation_safety = data.get("mutation_safety", "read_only")
         if mutation_safety not in _MUTATION_SAFETY:
-            raise CaseSpecError("mutation_safety", f"must be one of {', '.join(_MUTATION_SAFETY)}")
+            raise CaseSpecError(
+                "mutation_safety",
+                gettext_noop("must be one of %(choices)s"),
+                {"choices": ", ".join(_MUTATION_SAFETY)},
+            )
         timeout_sec = data.get("timeout_sec")
         if timeout_sec is not None and (
             isinstance(timeout_sec, bool)
             or not isinstance(timeout_sec, (int, float))
             or not 0 < timeout_sec <= _MAX_TIMEOUT_SEC
         ):
-            raise CaseSpecError("timeout_sec", "must be a number of seconds, 0 < t <= 300")
+            raise CaseSpecError(
+                "timeout_sec", gettext_noop("must be a number of seconds, 0 < t <= 300")
+            )
         cleanup = _cleanup_steps(data.get("cleanup"), mode=str(mode))
         auth_session = data.get("auth_session")
         if auth_session is not None and (
             not isinstance(auth_session, str) or not _ID_RE.match(auth_session)
         ):
-            raise CaseSpecError("auth_session", "must be a session name")
+            raise CaseSpecError("auth_session", gettext_noop("must be a session name"))
         description = data.get("description") or ""
         if not isinstance(description, str):
-            raise CaseSpecError("description", "must be text")
+            raise CaseSpecError("description", gettext_noop("must be text"))
         parsed = case_assertions.parse_assertions(
             data.get("assertions"), mode=str(mode), expected_top_k=top_k
         )
@@ -819,12 +833,19 @@ def check_case_tools(case: CaseSpec, tool_names: Collection[str]) -> None:
         if name in known:
             continue
         closest = difflib.get_close_matches(name, list(known), n=3, cutoff=0.6)
-        hint = (
-            f"; the closest: {', '.join(closest)}"
-            if closest
-            else f"; none of its {len(known)} operations has a similar name"
-        )
-        raise CaseSpecError(where, f"{name!r} is not an operation of this collection{hint}")
+        if closest:
+            raise CaseSpecError(
+                where,
+                gettext_noop("%(name)r is not an operation of this collection; the closest: "
+                             "%(closest)s"),
+                {"name": name, "closest": ", ".join(closest)},
+            )  # fmt: skip
+        raise CaseSpecError(
+            where,
+            gettext_noop("%(name)r is not an operation of this collection; none of its "
+                         "%(count)d operations has a similar name"),
+            {"name": name, "count": len(known)},
+        )  # fmt: skip
 
 
 def _optional_tool(data: Mapping[str, Any], key: str) -> str | None:
@@ -838,21 +859,27 @@ def _cleanup_steps(value: Any, *, mode: str) -> tuple[CleanupStep, ...]:
     if value is None or value == []:
         return ()
     if mode != "execute":
-        raise CaseSpecError("cleanup", "only execute cases run cleanup steps")
+        raise CaseSpecError("cleanup", gettext_noop("only execute cases run cleanup steps"))
     if not isinstance(value, list) or len(value) > 10:
-        raise CaseSpecError("cleanup", "must be a list of at most 10 {tool, args} steps")
+        raise CaseSpecError(
+            "cleanup", gettext_noop("must be a list of at most 10 {tool, args} steps")
+        )
     steps: list[CleanupStep] = []
     for index, item in enumerate(value):
         where = f"cleanup[{index}]"
         if not isinstance(item, Mapping):
-            raise CaseSpecError(where, "must be an object with 'tool' and 'args'")
+            raise CaseSpecError(where, gettext_noop("must be an object with 'tool' and 'args'"))
         tool = case_assertions.checked_tool_name(item.get("tool"), f"{where}.tool")
         args = item.get("args") or {}
         if not isinstance(args, Mapping) or not all(isinstance(k, str) for k in args):
-            raise CaseSpecError(f"{where}.args", "must be an object of argument name -> value")
+            raise CaseSpecError(
+                f"{where}.args", gettext_noop("must be an object of argument name -> value")
+            )
         extra = sorted(str(key) for key in item if key not in ("tool", "args"))
         if extra:
-            raise CaseSpecError(f"{where}.{extra[0]}", "is not a field of a cleanup step")
+            raise CaseSpecError(
+                f"{where}.{extra[0]}", gettext_noop("is not a field of a cleanup step")
+            )
         steps.append(CleanupStep(tool=tool, args=copy.deepcopy(dict(args))))
     return tuple(steps)
 

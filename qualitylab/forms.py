@@ -477,7 +477,8 @@ class CaseForm(forms.Form):
         name = _FORM_FIELD_FOR_CASE_FIELD.get(base, base)
         if name != "__all__" and name not in self.fields:
             name = "__all__"
-        self.add_error(None if name == "__all__" else name, f"{error.field}: {error.message}")
+        message = f"{error.field}: {error.translated(gettext)}"
+        self.add_error(None if name == "__all__" else name, message)
 
     def document(self) -> dict[str, Any]:
         """The case in the documented schema (what services.case_save takes)."""

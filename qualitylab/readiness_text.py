@@ -3,7 +3,7 @@
 The library writes these sentences in English (graph_tool_call/analyze/openapi_readiness.py,
 version pinned in pyproject.toml); they are listed here, word for word, so makemessages puts
 them in the catalog and the collection page shows them translated. A test keeps the list
-equal to the library's own (tests/qualitylab/test_readiness_text.py).
+equal to the library's own (tests/qualitylab/test_translations.py).
 """
 
 from __future__ import annotations

@@ -443,7 +443,7 @@ def cases_import(*, collection: Collection, documents: list[Any]) -> ImportRepor
     specs: list[tuple[engine.CaseSpec, dict[str, Any]]] = []
     for index, document in enumerate(documents):
         if not isinstance(document, dict):
-            report.errors.append(f"case {index}: must be an object")
+            report.errors.append(gettext("case %(index)d: must be an object") % {"index": index})
             continue
         active = document.get("active", True)
         body = {key: value for key, value in document.items() if key != "active"}
@@ -454,7 +454,11 @@ def cases_import(*, collection: Collection, documents: list[Any]) -> ImportRepor
             values = _case_values(spec, active=bool(active))
         except engine.CaseSpecError as exc:
             case_id = replace_unstorable_text(str(document.get("id", "no id")))[:200]
-            report.errors.append(f"case {index} ({case_id}): {exc}")
+            report.errors.append(
+                gettext("case %(index)d (%(case)s): %(field)s: %(error)s")
+                % {"index": index, "case": case_id, "field": exc.field,
+                   "error": exc.translated(gettext)}
+            )  # fmt: skip
             continue
         specs.append((spec, values))
     if report.errors:

@@ -385,7 +385,7 @@ def case_toggle_active(request: HttpRequest, name: str, case_id: str) -> HttpRes
         messages.error(
             request,
             gettext("Case %(case)s is invalid, edit it first: %(error)s")
-            % {"case": case.case_id, "error": exc},
+            % {"case": case.case_id, "error": f"{exc.field}: {exc.translated(gettext)}"},
         )
     else:
         text = (
