@@ -15,6 +15,7 @@ from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
+from django.utils.translation import gettext, gettext_lazy
 
 from qualitylab import services
 from qualitylab.models import Collection
@@ -26,9 +27,11 @@ class CollectionRenameForm(forms.Form):
     new_name = forms.CharField(
         max_length=COLLECTION_NAME_MAX_LENGTH,
         validators=[validate_collection_name],
-        label="New name",
-        help_text="Failure records, receipts, tool policies, cases, runs and learning follow. "
-        "Runtimes must send the new name from now on.",
+        label=gettext_lazy("New name"),
+        help_text=gettext_lazy(
+            "Failure records, receipts, tool policies, cases, runs and learning follow. "
+            "Runtimes must send the new name from now on."
+        ),
     )
 
 
@@ -47,13 +50,17 @@ class CollectionAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
-    @admin.action(description="Rename the selected collection", permissions=["change"])
+    @admin.action(
+        description=gettext_lazy("Rename the selected collection"), permissions=["change"]
+    )
     def rename_collection(
         self, request: HttpRequest, queryset: QuerySet[Collection]
     ) -> TemplateResponse | None:
         collections = list(queryset[:2])
         if len(collections) != 1:
-            self.message_user(request, "Choose exactly one collection to rename.", messages.WARNING)
+            self.message_user(
+                request, gettext("Choose exactly one collection to rename."), messages.WARNING
+            )
             return None
         collection = collections[0]
         form = CollectionRenameForm(request.POST if "apply" in request.POST else None)
@@ -68,14 +75,17 @@ class CollectionAdmin(admin.ModelAdmin):
             else:
                 self.message_user(
                     request,
-                    f"Renamed {old_name!r} to {collection.name!r}; "
-                    f"{changed} records, groups, receipts and policies named it.",
+                    gettext(
+                        "Renamed %(old)r to %(new)r; %(changed)d records, groups, receipts and "
+                        "policies named it."
+                    )
+                    % {"old": old_name, "new": collection.name, "changed": changed},
                     messages.SUCCESS,
                 )
                 return None
         context = {
             **self.admin_site.each_context(request),
-            "title": "Rename a collection",
+            "title": gettext("Rename a collection"),
             "opts": self.model._meta,
             "collection": collection,
             "form": form,
