@@ -74,10 +74,10 @@ class FakeDesk:
             if authorization.removeprefix("Bearer ") not in self.keys:
                 return self._refuse(401, "invalid_api_key", len(items))
             if self.script:
-                status, headers, *body = self.script.pop(0)
+                status, headers, *scripted = self.script.pop(0)
                 self.requests.append((status, len(items)))
-                if body:
-                    return status, headers, body[0]
+                if scripted:
+                    return status, headers, scripted[0]
                 return (
                     status,
                     headers,
