@@ -21,9 +21,7 @@ class RuleForm(forms.ModelForm):
     )
     lane = forms.ChoiceField(choices=_choices(taxonomy.LANES), required=False)
     source = forms.ChoiceField(choices=_choices(taxonomy.SOURCES), required=False)
-    execution_state = forms.ChoiceField(
-        choices=_choices(taxonomy.EXECUTION_STATES), required=False
-    )
+    execution_state = forms.ChoiceField(choices=_choices(taxonomy.EXECUTION_STATES), required=False)
 
     class Meta:
         model = Rule

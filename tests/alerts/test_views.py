@@ -56,8 +56,12 @@ def test_operators_create_rules_but_not_channels(
     })  # fmt: skip
     assert wrong_filter.status_code == 400
     assert "does not apply" in wrong_filter.content.decode()
-    assert client.post("/alerts/channels/new", {"name": "n", "kind": "email",
-                                                "target": "a@example.com"}).status_code == 403
+    assert (
+        client.post(
+            "/alerts/channels/new", {"name": "n", "kind": "email", "target": "a@example.com"}
+        ).status_code
+        == 403
+    )
 
 
 def test_admins_create_a_webhook_and_see_its_secret_once(
