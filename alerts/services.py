@@ -12,6 +12,7 @@ side failed, and logged with its attempts, answer and error.
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -169,6 +170,7 @@ def rule_create(
     with transaction.atomic():
         rule.save()
         rule.channels.set(channels)
+    _rules_changed()
     return rule
 
 
@@ -183,20 +185,42 @@ def rule_update(*, rule: Rule, channels: Sequence[Channel], **fields: Any) -> Ru
     with transaction.atomic():
         rule.save()
         rule.channels.set(channels)
+    _rules_changed()
     return rule
 
 
 def rule_delete(*, rule: Rule) -> None:
     rule.delete()
+    _rules_changed()
 
 
 # --- what ingest published ------------------------------------------------------------------
 
 
+# Whether an enabled new_group or regression rule exists, read at most every few seconds
+# per process (a batch's hook then costs no query); rule changes here forget it at once.
+_INGEST_RULES_TTL_SECONDS = 5.0
+_ingest_rules_known: tuple[float, bool] | None = None
+
+
+def _ingest_rules_exist() -> bool:
+    global _ingest_rules_known
+    now = time.monotonic()
+    if _ingest_rules_known is None or now - _ingest_rules_known[0] > _INGEST_RULES_TTL_SECONDS:
+        exists = Rule.objects.filter(enabled=True, kind__in=INGEST_KINDS).exists()
+        _ingest_rules_known = (now, exists)
+    return _ingest_rules_known[1]
+
+
+def _rules_changed() -> None:
+    global _ingest_rules_known
+    _ingest_rules_known = None
+
+
 def batch_committed_hand_on(event: BatchCommitted) -> None:
     """Ingest's listener, after the batch committed: hand the ids to the queue (one message
     per batch that created or regressed a group, only while an ingest-kind rule exists)."""
-    if not Rule.objects.filter(enabled=True, kind__in=INGEST_KINDS).exists():
+    if not _ingest_rules_exist():
         return
     from alerts.tasks import evaluate_batch
 
@@ -218,20 +242,21 @@ def batch_committed_hand_on(event: BatchCommitted) -> None:
 
 
 def batch_evaluate(
-    *, new_group_ids: Iterable[int], regressed_group_ids: Iterable[int], now: datetime | None = None
+    *,
+    new_group_ids: Iterable[int],
+    regressed_group_ids: Iterable[int],
+    now: datetime | None = None,
+    enqueue: bool = True,
 ) -> list[int]:
-    """Fire the new_group and regression rules for one batch; the ids of queued deliveries."""
+    """Fire the new_group and regression rules for one batch; the deliveries to send."""
     now = now or timezone.now()
-    new_ids, regressed_ids = list(new_group_ids), list(regressed_group_ids)
-    queued: list[int] = []
-    for rule in Rule.objects.filter(enabled=True, kind__in=INGEST_KINDS).prefetch_related(
-        "channels"
-    ):
-        matches = ingest_matches(
-            rule, new_group_ids=new_ids, regressed_group_ids=regressed_ids, now=now
-        )
-        queued += rule_fire(rule=rule, matches=matches, now=now)
-    return queued
+    rules = list(
+        Rule.objects.filter(enabled=True, kind__in=INGEST_KINDS).prefetch_related("channels")
+    )
+    fired = ingest_matches(
+        rules, new_group_ids=new_group_ids, regressed_group_ids=regressed_group_ids, now=now
+    )
+    return rules_fire(fired=fired, now=now, enqueue=enqueue)
 
 
 # --- the beat task --------------------------------------------------------------------------
@@ -292,46 +317,76 @@ def deliveries_resend_due(*, now: datetime, skip: set[int] = frozenset()) -> int
 def rule_fire(*, rule: Rule, matches: Sequence[Match], now: datetime) -> list[int]:
     """Queue deliveries for the matches that are not within the rule's minimum interval (nor
     already fired for their window); one digest per channel over the digest threshold."""
-    if not matches:
+    return rules_fire(fired=[(rule, matches)], now=now)
+
+
+def rules_fire(
+    *, fired: Sequence[tuple[Rule, Sequence[Match]]], now: datetime, enqueue: bool = True
+) -> list[int]:
+    """`rule_fire` for several rules in one transaction (a batch's evaluation: a handful of
+    statements whatever the number of rules). Returns the deliveries to send: those queued
+    now and, for a match already fired in its window (a redelivered evaluation), its
+    deliveries not sent yet. `enqueue=False`: the caller sends them itself."""
+    wanted = {
+        (rule.pk, match.subject): (rule, match) for rule, matches in fired for match in matches
+    }
+    if not wanted:
         return []
-    by_subject = {match.subject: match for match in matches}
     with transaction.atomic():
         RuleSubjectState.objects.bulk_create(
-            [RuleSubjectState(rule=rule, subject=subject, last_fired_at=_NEVER)
-             for subject in by_subject],
+            [RuleSubjectState(rule_id=rule_id, subject=subject, last_fired_at=_NEVER)
+             for rule_id, subject in wanted],
             ignore_conflicts=True,
         )  # fmt: skip
-        states = list(
-            RuleSubjectState.objects.select_for_update()
-            .filter(rule=rule, subject__in=list(by_subject))
+        states = [
+            state
+            for state in RuleSubjectState.objects.select_for_update()
+            .filter(rule_id__in={rule_id for rule_id, _ in wanted},
+                    subject__in={subject for _, subject in wanted})
             .order_by("pk")
-        )
-        quiet_since = now - rule.min_interval
-        firing: list[Match] = []
+            if (state.rule_id, state.subject) in wanted
+        ]  # fmt: skip
+        firing: dict[int, list[Match]] = {}
+        unfinished: set[tuple[int, str]] = set()  # (rule id, idempotency key)
+        changed = []
         for state in states:
-            match = by_subject[state.subject]
-            if state.last_window == match.window or state.last_fired_at > quiet_since:
+            rule, match = wanted[(state.rule_id, state.subject)]
+            if state.last_window == match.window:
+                unfinished.add((rule.pk, _key(rule, match)))
+                continue
+            if state.last_fired_at > now - rule.min_interval:
                 continue
             state.last_fired_at = now
             state.last_window = match.window
-            firing.append(match)
-        RuleSubjectState.objects.bulk_update(
-            [state for state in states if state.last_fired_at == now],
-            ["last_fired_at", "last_window"],
-        )
-        if not firing:
-            return []
-        deliveries = _deliveries(rule=rule, matches=firing, now=now)
+            changed.append(state)
+            firing.setdefault(rule.pk, []).append(match)
+        RuleSubjectState.objects.bulk_update(changed, ["last_fired_at", "last_window"])
+        rules = {rule.pk: rule for rule, _ in fired}
+        deliveries = [
+            delivery
+            for rule_id, matches in firing.items()
+            for delivery in _deliveries(rule=rules[rule_id], matches=matches, now=now)
+        ]
         Delivery.objects.bulk_create(deliveries, ignore_conflicts=True)
-        ids = list(
-            Delivery.objects.filter(
-                rule=rule,
-                idempotency_key__in={d.idempotency_key for d in deliveries},
-                status=DeliveryStatus.QUEUED,
-            ).values_list("pk", flat=True)
-        )
-        transaction.on_commit(lambda: _enqueue(ids), robust=True)
+        keys = {(d.rule_id, d.idempotency_key) for d in deliveries} | unfinished
+        if not keys:
+            return []
+        ids = [
+            pk
+            for pk, rule_id, key in Delivery.objects.filter(
+                rule_id__in={rule_id for rule_id, _ in keys},
+                idempotency_key__in={key for _, key in keys},
+                status__in=[DeliveryStatus.QUEUED, DeliveryStatus.SENDING],
+            ).values_list("pk", "rule_id", "idempotency_key")
+            if (rule_id, key) in keys
+        ]
+        if enqueue:
+            transaction.on_commit(lambda: _enqueue(ids), robust=True)
     return ids
+
+
+def _key(rule: Rule, match: Match) -> str:
+    return f"{rule.pk}:{match.subject}:{match.window}"[:400]
 
 
 def _iso(moment: datetime | None) -> str | None:
@@ -381,7 +436,7 @@ def _deliveries(*, rule: Rule, matches: Sequence[Match], now: datetime) -> list[
         Delivery(
             rule=rule,
             channel=channel,
-            idempotency_key=f"{rule.pk}:{match.subject}:{match.window}"[:400],
+            idempotency_key=_key(rule, match),
             subject=match.subject,
             summary=match.summary[:500],
             payload=match_payload(rule, match),
@@ -393,12 +448,26 @@ def _deliveries(*, rule: Rule, matches: Sequence[Match], now: datetime) -> list[
     ]
 
 
-def _enqueue(delivery_ids: Iterable[int]) -> None:
+def deliveries_send(*, delivery_ids: Iterable[int]) -> None:
+    """Send these deliveries now, here (the evaluation's worker: no second task for the
+    first attempt); one that must wait (a retry, a live lease) goes to the queue for then."""
+    for delivery_id in delivery_ids:
+        outcome = delivery_attempt(delivery_id=delivery_id)
+        if outcome.retry_in is not None:
+            _enqueue([delivery_id], countdown=outcome.retry_in)
+
+
+def _enqueue(delivery_ids: Iterable[int], *, countdown: float | None = None) -> None:
     from alerts.tasks import deliver
 
     for delivery_id in delivery_ids:
         try:
-            publish(deliver, delivery_id=delivery_id)
+            if countdown is None:
+                publish(deliver, delivery_id=delivery_id)
+            else:
+                deliver.apply_async(
+                    kwargs={"delivery_id": delivery_id}, countdown=countdown, retry=False
+                )
         except _BROKER_ERRORS:
             # The row stays queued: the beat task sends it again once the broker is back.
             logger.warning(

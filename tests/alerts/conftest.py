@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 from django.test import override_settings
 
-from alerts import services
+from alerts import services, tasks
 from alerts.models import Channel, ChannelKind
 from alerts.sinks import SmtpSink, WebhookReceiver
 
@@ -46,10 +46,7 @@ def inline_queue(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, dict[str, A
     def publish(task: Any, **kwargs: Any) -> None:
         sent.append((task.name, kwargs))
         if task.name.endswith("evaluate_batch"):
-            services.batch_evaluate(
-                new_group_ids=kwargs["new_group_ids"],
-                regressed_group_ids=kwargs["regressed_group_ids"],
-            )
+            tasks.evaluate_batch.run(**kwargs)
         elif task.name.endswith("deliver"):
             services.delivery_attempt(delivery_id=kwargs["delivery_id"])
 
