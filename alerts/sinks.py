@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import hmac
 import json
+import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from email import message_from_bytes
 from email.message import Message
@@ -49,6 +51,7 @@ class WebhookReceiver:
     secrets: dict[str, str] = field(default_factory=dict)  # path -> signing secret
     status: int = 200
     requests: list[ReceivedRequest] = field(default_factory=list)
+    on_request: Callable[[ReceivedRequest], None] | None = None
 
     def __post_init__(self) -> None:
         receiver = self
@@ -98,9 +101,12 @@ class WebhookReceiver:
             verified = hmac.compare_digest(
                 lowered.get(SIGNATURE_HEADER.lower(), ""), signature(secret, body)
             )
+        request = ReceivedRequest(path, lowered, body, time.time(), verified)
         with self._arrived:
-            self.requests.append(ReceivedRequest(path, lowered, body, time.time(), verified))
+            self.requests.append(request)
             self._arrived.notify_all()
+        if self.on_request is not None:
+            self.on_request(request)
 
     def wait_for(self, count: int, *, timeout: float = 10.0) -> list[ReceivedRequest]:
         """Wait until `count` requests arrived (or the timeout passed); all of them."""
@@ -125,8 +131,11 @@ class _Keep:
 class SmtpSink:
     """aiosmtpd on 127.0.0.1: an SMTP server that keeps what it is sent."""
 
-    def __init__(self, port: int = 0) -> None:
+    def __init__(
+        self, port: int = 0, on_message: Callable[[list[str], Message], None] | None = None
+    ) -> None:
         self.messages: list[tuple[list[str], Message]] = []
+        self.on_message = on_message
         self._lock = threading.Condition()
         if not port:
             import socket
@@ -138,6 +147,8 @@ class SmtpSink:
         self._controller = Controller(_Keep(self), hostname="127.0.0.1", port=port)
 
     def start(self) -> SmtpSink:
+        # aiosmtpd tells every SMTP command at INFO; the sink's own callback says enough.
+        logging.getLogger("mail.log").setLevel(logging.WARNING)
         self._controller.start()
         return self
 
@@ -151,9 +162,12 @@ class SmtpSink:
         self.stop()
 
     def _keep(self, recipients: list[str], content: bytes) -> None:
+        message = message_from_bytes(content)
         with self._lock:
-            self.messages.append((list(recipients), message_from_bytes(content)))
+            self.messages.append((list(recipients), message))
             self._lock.notify_all()
+        if self.on_message is not None:
+            self.on_message(list(recipients), message)
 
     def wait_for(self, count: int, *, timeout: float = 10.0) -> list[tuple[list[str], Message]]:
         deadline = time.monotonic() + timeout
