@@ -34,6 +34,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -59,7 +60,7 @@ def _create_database(url: str) -> None:
             connection.execute(f'CREATE DATABASE "{name}"')
 
 
-def _serve_receiver(ports, secrets, events) -> None:  # type: ignore[no-untyped-def]
+def _serve_receiver(ports, secrets, events) -> None:
     """The webhook receiver, in a process of its own (its work is not the desk's)."""
     import django
 
@@ -67,7 +68,7 @@ def _serve_receiver(ports, secrets, events) -> None:  # type: ignore[no-untyped-
     from alerts.sinks import WebhookReceiver
 
     class Reporting(WebhookReceiver):
-        def _record(self, path, headers, body):  # type: ignore[no-untyped-def]
+        def _record(self, path, headers, body):
             super()._record(path, headers, body)
             request = self.requests[-1]
             events.put((request.received_at, request.signature_ok))
@@ -192,11 +193,13 @@ def main() -> None:
         latencies.sort()
         p50 = statistics.median(latencies)
         p95 = latencies[max(0, int(len(latencies) * 0.95) - 1)]
-        print(f"ingest answer -> webhook received, {args.samples} samples, 1 worker: "
-              f"p50 {p50 * 1000:.0f} ms, p95 {p95 * 1000:.0f} ms (target p95 < 5000 ms)")  # fmt: skip
+        print(
+            f"ingest answer -> webhook received, {args.samples} samples, 1 worker: "
+            f"p50 {p50 * 1000:.0f} ms, p95 {p95 * 1000:.0f} ms (target p95 < 5000 ms)"
+        )
 
         # 2. cost: no rule vs 20 rules, interleaved
-        kinds = [
+        kinds: list[dict[str, Any]] = [
             # One rule per team's collection, as a desk is set up: one of them is the
             # bench's, so every batch fires one rule; the others are evaluated and stay quiet.
             *[dict(kind=RuleKind.NEW_GROUP, collection=name) for name in
@@ -232,8 +235,8 @@ def main() -> None:
         hook_seconds = {0: 0.0, 20: 0.0}
         mode = {"rules": 0}
 
-        def timed(listener):  # type: ignore[no-untyped-def]
-            def run_listener(event):  # type: ignore[no-untyped-def]
+        def timed(listener):
+            def run_listener(event):
                 started = time.perf_counter()
                 listener(event)
                 hook_seconds[mode["rules"]] += time.perf_counter() - started

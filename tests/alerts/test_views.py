@@ -23,7 +23,7 @@ def test_viewers_read_the_page_without_forms(
     with django_assert_max_num_queries(12):
         response = client.get("/alerts/")
     assert response.status_code == 200
-    assert [t.name for t in response.templates][0] == "alerts/alerts.html"
+    assert response.templates[0].name == "alerts/alerts.html"
     body = response.content.decode()
     assert "shop-new" in body and "http://127.0.0.1/••••" in body
     assert "/hook" not in body  # the webhook URL is a secret

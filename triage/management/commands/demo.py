@@ -161,7 +161,8 @@ class Command(BaseCommand):
         alert_rules = alerts_demo.install(sinks=sinks)
         self.stdout.write(
             f"Alerts: {len(alert_rules)} demo rules (one of each kind) send to a webhook "
-            f"receiver on {sinks.receiver.url('/')} and an SMTP sink on 127.0.0.1:{sinks.smtp.port}."
+            f"receiver on {sinks.receiver.url('/')} and an SMTP sink on "
+            f"127.0.0.1:{sinks.smtp.port}."
         )
         try:
             sandbox = self._start_sandbox(options["sandbox_port"])
