@@ -51,6 +51,17 @@ def _install(point: str) -> None:
         from alerts import channels
 
         _before(channels, "send")
+    elif point == "alert-after-send":
+        # The channel took the message; the delivery's row does not say so yet.
+        from alerts import channels
+
+        send = channels.send
+
+        def send_then_die(*args: Any, **kwargs: Any) -> Any:
+            send(*args, **kwargs)
+            _die()
+
+        channels.send = send_then_die
     else:
         raise ValueError(f"unknown kill point {point!r}")
 

@@ -1,6 +1,7 @@
 """Alerts under faults (issue 12): Redis down while a batch is committed and its delivery
 is due, then back: the notification goes out once; a worker killed after claiming a
-delivery and before sending it: the next worker sends it, once.
+delivery and before sending it: the next worker sends it, once (killed after sending, it is
+sent again with the same delivery key: at least once, deduplicated by the receiver).
 
 A real worker (and, for the kill, a second one) on the machine's Redis, through a
 `TcpProxy` the test stops for the outage; a real HTTP receiver on loopback.
@@ -135,13 +136,17 @@ def test_redis_down_during_delivery_then_back_sends_once(
     assert requests[0].json()["kind"] == "new_group"
 
 
-def test_a_worker_killed_mid_delivery_leaves_it_to_the_next_worker_once(
-    to_test_queue: None, workers: list[CeleryWorker], tmp_path: Path
+@pytest.mark.parametrize("kill_at", ["alert-send", "alert-after-send"])
+def test_a_worker_killed_mid_delivery_leaves_it_to_the_next_worker(
+    to_test_queue: None, workers: list[CeleryWorker], tmp_path: Path, kill_at: str
 ) -> None:
+    """Killed before sending: the next worker sends it, once. Killed after the receiver got
+    it and before the row says so: the next worker cannot know, and sends it again with the
+    same X-Triage-Delivery key, which is what a receiver dedupes on."""
     with WebhookReceiver() as receiver:
         _hook(receiver)
         first = CeleryWorker(queue=QUEUE, app="tests.faults.kill_points",
-                             env=_env(FAULTS_KILL_AT="alert-send"),
+                             env=_env(FAULTS_KILL_AT=kill_at),
                              log_path=tmp_path / "first.log")  # fmt: skip
         workers.append(first)
         from django.db import transaction
@@ -153,7 +158,7 @@ def test_a_worker_killed_mid_delivery_leaves_it_to_the_next_worker_once(
         assert first.process.returncode == -signal.SIGKILL, first.log()
         delivery = Delivery.objects.get()
         assert (delivery.status, delivery.attempts) == ("sending", 1)
-        assert receiver.requests == []
+        assert len(receiver.requests) == (0 if kill_at == "alert-send" else 1)
 
         time.sleep(2.5)  # past the visibility timeout and the delivery's lease
         second = CeleryWorker(queue=QUEUE, env=_env(), log_path=tmp_path / "second.log")
@@ -166,6 +171,11 @@ def test_a_worker_killed_mid_delivery_leaves_it_to_the_next_worker_once(
 
         wait_until(sent, timeout=60, what="the second worker to deliver", log=second.log())
         time.sleep(2)
-    assert len(receiver.requests) == 1
     delivery.refresh_from_db()
     assert delivery.attempts == 2
+    if kill_at == "alert-send":
+        assert len(receiver.requests) == 1
+    else:
+        assert len(receiver.requests) == 2
+        assert {request.delivery for request in receiver.requests} == {delivery.idempotency_key}
+        assert all(request.signature_ok for request in receiver.requests)
