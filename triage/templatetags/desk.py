@@ -151,6 +151,13 @@ def reason_rows(
     about half a millisecond a row on it.
     """
     joiner = "" if narrow_base.endswith("?") else "&"
+    # What a phone shows before a cell's value, where the table's header is not shown.
+    labels = {
+        "tools": gettext("tools"),
+        "collections": gettext("collections"),
+        "execution": gettext("execution"),
+        "retryable": gettext("retryable"),
+    }
     html = []
     for row in section.rows:
         if narrowed:
@@ -168,12 +175,14 @@ def reason_rows(
             format_html(
                 '<tr class="reason" data-shortcut-row data-stage="{}" data-reason="{}" '
                 'data-groups="{}">'
-                '<td></td><td class="nowrap">'
+                '<td></td><td class="nowrap reason-cell">'
                 '{}<a class="code" href="{}">{}</a>{}{}{}</td>'
-                '<td class="num" title="{}">{}</td><td>{}</td>'
-                '<td class="small tools">{}</td><td class="small">{}</td><td>{}</td>'
-                '<td class="small nowrap">{}</td><td class="num">{}</td>'
-                '<td class="nowrap">{}</td></tr>\n'
+                '<td class="num count" title="{}">{}</td><td class="trend">{}</td>'
+                '<td class="small tools" data-label="{}">{}</td>'
+                '<td class="small collections" data-label="{}">{}</td><td class="lanes">{}</td>'
+                '<td class="small nowrap execution" data-label="{}">{}</td>'
+                '<td class="num retryable" data-label="{}">{}</td>'
+                '<td class="nowrap status">{}</td></tr>\n'
                 '<tr class="advice"><td></td><td colspan="9">{}{}</td></tr>\n',
                 row.stage,
                 row.reason,
@@ -187,14 +196,18 @@ def reason_rows(
                 f"{thousands(row.previous_count)} in the window before",
                 thousands(row.count),
                 sparkline(row.spark, unit=unit),
+                labels["tools"],
                 _first_two(row.tools, _LONG_NAME),
-                _first_two(row.collections),
+                labels["collections"],
+                _first_two(row.collections, _LONG_NAME),
                 mark_safe(" ".join(lane_pill(lane) for lane in row.lanes)),
+                labels["execution"],
                 format_html_join(
                     mark_safe("<br>"),
                     "{} {}",
                     ((s, thousands(n)) for s, n in row.state_mix.items()),
                 ),
+                labels["retryable"],
                 percent(row.retryable_share),
                 _row_status(row),
                 _advice(row.info),
