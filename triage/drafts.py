@@ -4,11 +4,15 @@ error beside what was typed. Errors are said with the fields' labels, never thei
 
 from __future__ import annotations
 
+import time
+
 from django import forms
 from django.http import HttpRequest, QueryDict
 from django.utils.translation import gettext as _
 
 _SESSION_KEY = "form_draft"
+# A draft is for the page the refusal sends the person back to, not for a visit much later.
+DRAFT_LIFETIME_SECONDS = 600
 # Never kept: the CSRF token is the page's own, and a draft is text a person typed.
 _SKIPPED = {"csrfmiddlewaretoken"}
 
@@ -25,7 +29,7 @@ def draft_keep(
         if name not in _SKIPPED
     }
     values.update({name: [value] for name, value in (extra or {}).items()})
-    request.session[_SESSION_KEY] = {"key": key, "values": values}
+    request.session[_SESSION_KEY] = {"key": key, "values": values, "at": time.time()}
 
 
 def draft_take(request: HttpRequest, *, key: str) -> QueryDict | None:
@@ -34,6 +38,8 @@ def draft_take(request: HttpRequest, *, key: str) -> QueryDict | None:
     if not isinstance(draft, dict) or draft.get("key") != key:
         return None
     del request.session[_SESSION_KEY]
+    if time.time() - float(draft.get("at") or 0) > DRAFT_LIFETIME_SECONDS:
+        return None
     values = QueryDict(mutable=True)
     for name, items in (draft.get("values") or {}).items():
         values.setlist(name, [str(item) for item in items])

@@ -362,7 +362,9 @@ class ApiKeyCreateForm(forms.Form):
         widget=forms.CheckboxSelectMultiple,
         initial=["ingest"],
     )
-    expires_days = forms.IntegerField(required=False, min_value=1, max_value=3650)
+    expires_days = forms.IntegerField(
+        required=False, min_value=1, max_value=3650, label=_("Expires in (days)")
+    )
 
 
 # Where a tool's runbook applies: the group's collection only, or the tool everywhere.

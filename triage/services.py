@@ -344,11 +344,13 @@ def runbook_set(
     in every collection with collection ""), keeping the change in its history. Saving what
     is already there records nothing; an empty link and note clear it (kept in history)."""
     if subject == RunbookSubject.REASON:
-        keys = {"reason": reason, "collection": "", "tool": ""}
+        collection, tool = "", ""
     else:
-        keys = {"reason": "", "collection": collection, "tool": tool}
+        reason = ""
     with transaction.atomic():
-        runbook, _ = Runbook.objects.get_or_create(subject=subject, **keys)
+        runbook, _ = Runbook.objects.get_or_create(
+            subject=subject, reason=reason, collection=collection, tool=tool
+        )
         runbook = Runbook.objects.select_for_update().get(pk=runbook.pk)
         if (runbook.url, runbook.note) == (url, note):
             return runbook

@@ -114,7 +114,7 @@ def group_page(request: HttpRequest, group_id: int) -> HttpResponse:
     keys = sorted({r.idempotency_key for r in page.records if r.idempotency_key})
     timeline, timeline_start = selectors.group_timeline(group=group)
     draft = draft_take(request, key=_group_draft_key(group)) if not is_partial(request) else None
-    draft_form = (draft or {}).get("form")
+    draft_form = draft.get("form") if draft is not None else None
     action_form = GroupActionForm(draft if draft_form == "act" else None, user=request.user)
     runbooks = selectors.runbooks_for(
         reason=group.reason, tool=group.tool, collection=group.collection

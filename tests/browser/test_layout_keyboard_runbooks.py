@@ -265,7 +265,12 @@ def test_keyboard_moves_opens_and_acts_without_firing_while_typing(
     tab.keyboard.press("j")
     expect(rows.nth(0)).to_contain_text("http_5xx")
     questions: list[str] = []
-    tab.once("dialog", lambda dialog: (questions.append(dialog.message), dialog.accept()))
+
+    def answer(dialog: Any) -> None:
+        questions.append(dialog.message)
+        dialog.accept()
+
+    tab.once("dialog", answer)
     tab.keyboard.press("a")
     expect(tab.locator(".msg-success")).to_contain_text("Acknowledge")
     assert questions and "1 group(s) of http_5xx" in questions[0], questions

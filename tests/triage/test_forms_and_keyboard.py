@@ -147,3 +147,18 @@ def test_a_long_tool_name_is_cut_on_the_list_with_the_whole_name_on_hover(
     group = FailureGroup.objects.get(tool=long_name)
     group_html = client_as("operator").get(f"/triage/groups/{group.pk}/").content.decode()
     assert f'class="code truncate" title="{long_name}"' in group_html
+
+
+def test_a_draft_is_for_the_page_it_was_refused_on_not_a_visit_much_later(
+    groups: list[FailureGroup], client_as: Any, monkeypatch: Any
+) -> None:
+    from triage import drafts
+
+    group = groups[0]
+    operator = client_as("operator")
+    operator.post(f"/triage/groups/{group.pk}/act", {"action": "note", "note": " "})
+    later = drafts.time.time() + drafts.DRAFT_LIFETIME_SECONDS + 1
+    monkeypatch.setattr(drafts.time, "time", lambda: later)
+    html = operator.get(f"/triage/groups/{group.pk}/").content.decode()
+    assert "Write the note." in html  # the message says what happened
+    assert "form-errors" not in html  # but the form no longer holds the old draft

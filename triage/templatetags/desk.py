@@ -51,8 +51,8 @@ def timeline(values: list[int], start: datetime, height: int = 80) -> SafeString
     top = max([*values, 1])
     count = max(len(values), 1)
     step = 100 / count
-    bars = []
-    days = []
+    bars: list[str] = []
+    days: list[str] = []
     for index, value in enumerate(values):
         hour = start + timedelta(hours=index)
         if value:
