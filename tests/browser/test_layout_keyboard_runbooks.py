@@ -282,6 +282,10 @@ def test_keyboard_moves_opens_and_acts_without_firing_while_typing(
     # On the group page, "r" resolves it; "/" goes to the triage page's search.
     group = FailureGroup.objects.get(reason="timeout")
     tab.goto(f"{live_server.url}/triage/groups/{group.pk}/")
+    tab.keyboard.press("j")
+    expect(tab.locator("#records tr[data-shortcut-row]").first).to_have_class(
+        re.compile("is-current")
+    )
     tab.keyboard.press("r")
     expect(tab.locator(".msg-success")).to_contain_text("Resolve")
     group.refresh_from_db()
