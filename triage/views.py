@@ -304,7 +304,8 @@ def bulk_act_view(request: HttpRequest) -> HttpResponse:
     form = BulkActionForm(request.POST, user=request.user)
     query = request.POST.get("query", "")
     # A row's shortcut acts on that row's groups and comes back to the whole list it left.
-    returned = _triage_view(request.POST.get("return_query", ""))
+    raw_return = request.POST.get("return_query")
+    returned = _triage_view(raw_return) if raw_return is not None else None
     back_to = returned if returned is not None else query
     back = f"{reverse('triage:home')}?{back_to}" if back_to else reverse("triage:home")
     if not form.is_valid() or form.cleaned_data["action"] not in BULK_ACTIONS:
@@ -370,9 +371,7 @@ def bulk_undo_view(request: HttpRequest, bulk_id: int) -> HttpResponse:
 
 
 def _triage_view(raw: str) -> str | None:
-    """A triage query the triage page accepts, or None (absent or refused)."""
-    if not raw:
-        return None
+    """A triage query the triage page accepts ("" is its default view), or None (refused)."""
     try:
         return triage_back_query(raw)
     except ValidationError:

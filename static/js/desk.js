@@ -116,6 +116,8 @@ document.addEventListener("keydown", (event) => {
   if (!document.querySelector("[data-shortcuts]")) return;
   if (event.ctrlKey || event.metaKey || event.altKey || event.isComposing) return;
   if (typing(event.target)) return;
+  const help = document.getElementById("shortcuts");
+  if (help instanceof HTMLDialogElement && help.open && event.key !== "?") return;
   const handlers = {
     "/": search,
     "?": toggleHelp,

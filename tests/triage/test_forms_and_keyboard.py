@@ -109,6 +109,14 @@ def test_a_row_shortcut_acts_on_the_row_and_comes_back_to_the_whole_list(
          "return_query": "window=forever&evil=1"},
     )  # fmt: skip
     assert response["Location"] == "/?reason=timeout"
+    # From the default view (no query at all) it comes back to the default view.
+    batch_ingest(owner="keys", items=[failure_item(reason="timeout")])
+    response = operator.post(
+        "/triage/bulk",
+        {"action": "acknowledge", "confirm_count": "1", "query": "stage=execute&reason=timeout",
+         "return_query": ""},
+    )  # fmt: skip
+    assert response["Location"] == "/"
 
 
 def test_the_triage_page_carries_its_shortcuts(groups: list[FailureGroup], client_as: Any) -> None:
