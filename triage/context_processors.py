@@ -17,6 +17,7 @@ NAVIGATION = (
     (gettext_lazy("Quality Lab"), "qualitylab:home"),
     (gettext_lazy("Learning"), "learning:home"),
     (gettext_lazy("Ingestion"), "triage:ingestion"),
+    (gettext_lazy("Alerts"), "alerts:home"),
 )
 
 

@@ -16,6 +16,7 @@ from django.contrib.auth import get_user_model
 from django.test import override_settings
 from graph_tool_call.learning import SUGGESTION_TYPES
 
+from alerts.models import Delivery
 from learning.models import Suggestion
 from qualitylab.models import CaseMode, CaseResult, CaseRun, Collection, LearningMode
 from tests.browser.conftest import PASSWORD
@@ -54,7 +55,7 @@ WORD = re.compile(r"(?<![\w-])[A-Za-z][A-Za-z0-9_.@:/'\u2019+-]*")
 # anything in another language on purpose (the switch's "English").
 VISIBLE_TEXT = """() => {
   const skip = (el) => el.closest(
-    'code, pre, script, style, .code, .evidence, [translate="no"], [lang]:not([lang="ko"])');
+    'code, kbd, pre, script, style, .code, .evidence, [translate="no"], [lang]:not([lang="ko"])');
   const parts = [document.title];
   const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
   while (walker.nextNode()) {
@@ -104,6 +105,12 @@ def _build(korean_username: str) -> dict[str, Any]:
     person = get_user_model().objects.create_user(username=korean_username, password=PASSWORD)
     person.groups.add(ensure_role_group("admin"))
     person_language_set(user=person, language="ko")
+    # One delivery in the alerts' log: what was sent, in the language it was sent in.
+    Delivery.objects.create(
+        rule_id=world.ids["alert_rule"], channel_id=world.ids["alert_channel"],
+        idempotency_key="ko-walk-1", summary="new group execute/http_5xx · getOrder in shop",
+        status="sent", attempts=1, answer_code="250",
+    )  # fmt: skip
     return world.ids
 
 
@@ -141,6 +148,9 @@ def _pages(ids: dict[str, Any]) -> dict[str, str]:
         "result": f"/qualitylab/results/{CaseResult.objects.get(pk=ids['result']).pk}/",
         "learning": "/learning/",
         "suggestion": f"/learning/suggestions/{Suggestion.objects.get(pk=ids['suggestion']).pk}/",
+        "alerts": "/alerts/",
+        "alert-rule-edit": f"/alerts/rules/{ids['alert_rule']}/edit",
+        "alert-channel-edit": f"/alerts/channels/{ids['alert_channel']}/edit",
     }
 
 

@@ -145,7 +145,7 @@ def test_korean_keeps_every_placeholder_of_its_english() -> None:
 TEMPLATE_WORDS = {"Triage", "Desk", "HTTP", "LLM", "OTLP", "JSON", "API", "ms", "Top", "URL"}
 # Elements whose text is code, data or an example, never interface text.
 _CODE_ELEMENT = re.compile(
-    r"<(code|pre|script|style)\b[^>]*>.*?</\1>"
+    r"<(code|kbd|pre|script|style)\b[^>]*>.*?</\1>"
     r"|<(\w+)\b[^>]*\bclass=\"[^\"]*\bcode\b[^\"]*\"[^>]*>[^<]*</\2>",
     re.S,
 )
@@ -221,12 +221,18 @@ def test_the_literal_text_check_finds_unmarked_text() -> None:
 # --- forms --------------------------------------------------------------------------------
 
 # Forms whose fields render with their labels (Quality Lab's field template, the policy form).
-LABELLED_FORMS = ("qualitylab.forms", "triage.forms.ToolPolicyForm")
+LABELLED_FORMS = (
+    "qualitylab.forms",
+    "alerts.forms.RuleForm",
+    "alerts.forms.ChannelForm",
+    "alerts.forms.ChannelEditForm",
+    "triage.forms.ToolPolicyForm",
+)
 
 
 def _form_classes() -> list[type[forms.BaseForm]]:
     found: list[type[forms.BaseForm]] = []
-    for module_name in ("triage.forms", "learning.forms", "qualitylab.forms"):
+    for module_name in ("triage.forms", "learning.forms", "qualitylab.forms", "alerts.forms"):
         module = import_module(module_name)
         for _, cls in inspect.getmembers(module, inspect.isclass):
             if issubclass(cls, forms.BaseForm) and cls.__module__ == module_name:
@@ -250,8 +256,12 @@ def test_a_form_shows_only_translatable_labels_help_texts_and_choices(
         if isinstance(field, forms.ModelChoiceField):
             continue  # rows of the database, shown by their names
         for value, label in getattr(field, "choices", None) or []:
-            # A choice is a code shown as itself, or a translatable label.
-            assert isinstance(label, Promise) or label == value or isinstance(label, list), (
+            # A choice is a code shown as itself, a translatable label, or Django's blank "-----".
+            assert (
+                isinstance(label, Promise)
+                or label in (value, "---------")
+                or isinstance(label, list)
+            ), (
                 form_class.__name__,
                 name,
                 value,
