@@ -1990,8 +1990,11 @@ def _executor_result(schema: ToolSchema, response: outbound.Response) -> dict[st
     api_metadata = api_metadata if isinstance(api_metadata, dict) else {}
     raw = response.body.decode("utf-8", errors="replace")
     try:
-        body: Any = json.loads(raw)
-    except json.JSONDecodeError:
+        # The API under test is not trusted either: an answer nested 100,000 deep (or with
+        # a 5,000-digit number) would raise RecursionError (ValueError) in json.loads.
+        # Such an answer is kept as text, like one that is not JSON.
+        body: Any = loads_bounded(raw, max_depth=DEFAULT_MAX_DEPTH)
+    except (JSONTooDeep, json.JSONDecodeError):
         body = raw
     content_type = _gtc_http._response_content_type(response.headers)
     metadata = _gtc_http._match_response_metadata(
