@@ -265,7 +265,9 @@ def collection_settings(request: HttpRequest, name: str) -> HttpResponse:
                 collection=collection,
                 title=data["title"],
                 base_url=data["base_url"],
-                allowed_hosts=data["allowed_hosts"] or [],
+                # Empty: the base URL's host, as the field's help says.
+                allowed_hosts=data["allowed_hosts"]
+                or services.default_allowed_hosts(data["base_url"]),
                 auth_profile=form.auth_profile(),
                 mutations_allowed=data["mutations_allowed"],
             )

@@ -1058,6 +1058,12 @@ def test_an_operator_edits_where_execute_cases_call(
         "scheme": "Bearer",
         "secret_env": "QUALITYLAB_SECRET_SHOP",
     }
+    # Left empty, the allowed hosts are the base URL's host (the field's help says so),
+    # never an empty list that would keep every execute case from calling.
+    emptied = client.post(url, {"base_url": "https://api.example.com/v1", "allowed_hosts": ""})
+    assert emptied.status_code == 302
+    shop.refresh_from_db()
+    assert shop.allowed_hosts == ["api.example.com"]
     refused = client.post(url, {"auth_header": "Authorization", "auth_secret_env": "sk-live 123"})
     assert refused.status_code == 400 and "not the secret itself" in refused.content.decode()
 
