@@ -50,7 +50,7 @@ class SpecSourceForm(forms.Form):
         required=False,
         label="or paste the spec",
         widget=forms.Textarea(attrs={"rows": 6, "spellcheck": "false", "class": "code"}),
-        help_text="Pasted text is limited by the request size (5 MB); upload bigger specs.",
+        help_text="Pasted text is limited by the request size (5 MiB); upload bigger specs.",
     )
 
     def __init__(self, *args: Any, upload_refused: bool = False, **kwargs: Any) -> None:
@@ -62,11 +62,21 @@ class SpecSourceForm(forms.Form):
         # The upload handler stopped keeping the spec file: it passed the limit.
         self.upload_refused = upload_refused
 
-    def refuse_spec(self, message: str) -> None:
+    def refuse_spec(self, message: str, *, field: str = "spec_file") -> None:
         """Show a refusal that came before the form could read anything (an unbound form)."""
         if not hasattr(self, "cleaned_data"):
             self.cleaned_data = {}
-        self.add_error("spec_file", message)
+        self.add_error(field, message)
+
+    def refuse_paste(self) -> None:
+        """The pasted text (the form's fields) passed the request size Django reads."""
+        self.refuse_spec(
+            f"The pasted text is larger than "
+            f"{engine.format_size(int(settings.DATA_UPLOAD_MAX_MEMORY_SIZE or 0))}, the most a "
+            f"form field takes; nothing was kept. Upload the spec as a file instead (up to "
+            f"{engine.format_size(services.max_spec_bytes())}).",
+            field="spec_paste",
+        )
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}

@@ -105,6 +105,10 @@ def collection_create(request: HttpRequest) -> HttpResponse:
         form.refuse_spec(refusal)
         return _render_home(request, form, status=413)
     limit = uploads.limit_spec_upload(request, limit=services.max_spec_bytes())
+    if uploads.form_fields_too_big(request):
+        form = CollectionCreateForm()
+        form.refuse_paste()
+        return _render_home(request, form, status=413)
     return _collection_create(request, limit)
 
 
@@ -218,6 +222,11 @@ def collection_spec(request: HttpRequest, name: str) -> HttpResponse:
         context = {"collection": collection, "form": form}
         return render(request, "qualitylab/spec_form.html", context, status=413)
     limit = uploads.limit_spec_upload(request, limit=services.max_spec_bytes())
+    if request.method == "POST" and uploads.form_fields_too_big(request):
+        form = SpecSourceForm()
+        form.refuse_paste()
+        context = {"collection": collection, "form": form}
+        return render(request, "qualitylab/spec_form.html", context, status=413)
     return _collection_spec(request, collection, limit)
 
 

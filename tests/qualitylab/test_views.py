@@ -248,6 +248,24 @@ def test_a_spec_whose_declared_size_cannot_fit_is_refused_before_its_body_is_rea
     assert shop.versions.count() == 1
 
 
+@pytest.mark.parametrize("url", ["/qualitylab/collections/new", "/qualitylab/shop/spec"])
+def test_a_pasted_spec_over_the_form_size_is_a_form_error_not_a_bare_400(
+    operator: Client, shop: Collection, settings: Any, url: str
+) -> None:
+    """Django refuses form fields over DATA_UPLOAD_MAX_MEMORY_SIZE with its own 400 page
+    (RequestDataTooBig); the page says what to do instead."""
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 10_000
+    pasted = demo.SPEC_PATH.read_text(encoding="utf-8") + "#" * 20_000
+    response = operator.post(url, {"name": "pasted", "spec_paste": pasted})
+    content = response.content.decode()
+    assert response.status_code == 413
+    assert response.templates  # the page itself, with the form
+    assert "The pasted text is larger than 9.8 KiB" in content
+    assert "Upload the spec as a file instead (up to 64 MiB)" in content
+    assert list(Collection.objects.values_list("name", flat=True)) == ["shop"]
+    assert shop.versions.count() == 1
+
+
 def test_a_spec_over_the_limit_without_a_usable_length_stops_being_kept_at_the_limit(
     operator: Client, shop: Collection, settings: Any
 ) -> None:
