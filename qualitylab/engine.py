@@ -234,6 +234,7 @@ _CASE_KEYS = frozenset(
         "description",
     }
 )
+_MAX_CASE_ID_CHARS = 200
 _ID_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,200}$")
 _HEADER_NAME_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 
@@ -693,8 +694,14 @@ class CaseSpec:
         if not isinstance(data, Mapping):
             raise CaseSpecError("case", "must be a JSON object")
         case_id = data.get("id")
-        if not isinstance(case_id, str) or not _ID_RE.match(case_id):
+        if not isinstance(case_id, str) or not case_id:
             raise CaseSpecError("id", "is required: letters, digits, '_.:-', at most 200")
+        if len(case_id) > _MAX_CASE_ID_CHARS:
+            raise CaseSpecError(
+                "id", f"is {len(case_id)} characters long; the limit is {_MAX_CASE_ID_CHARS}"
+            )
+        if not _ID_RE.match(case_id):
+            raise CaseSpecError("id", "must be letters, digits and '_.:-' only")
         mode = data.get("mode")
         if mode not in _MODES:
             raise CaseSpecError("mode", f"must be one of {', '.join(_MODES)}")

@@ -309,6 +309,23 @@ def test_malformed_cases_name_the_field(fields: dict[str, Any], field: str) -> N
     assert str(caught.value).startswith(f"{field}: ")
 
 
+@pytest.mark.parametrize(
+    ("case_id", "said"),
+    [
+        (None, "id: is required"),
+        ("", "id: is required"),
+        ("c" * 5000, "id: is 5000 characters long; the limit is 200"),
+        ("n2\ud800", "id: must be letters, digits and '_.:-' only"),
+        ("team a", "id: must be letters, digits and '_.:-' only"),
+    ],
+)
+def test_a_case_id_is_refused_for_what_is_wrong_with_it(case_id: Any, said: str) -> None:
+    """An over-long or ill-made id is not reported as missing (the ingest API's rule)."""
+    with pytest.raises(CaseSpecError) as caught:
+        _case(id=case_id)
+    assert str(caught.value).startswith(said)
+
+
 def test_a_case_that_is_not_an_object_is_refused() -> None:
     with pytest.raises(CaseSpecError, match="case: must be a JSON object"):
         CaseSpec.from_json(["id", "mode"])
