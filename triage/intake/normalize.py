@@ -33,6 +33,7 @@ _BULKY_RUNNER_FIELDS = frozenset({"trace_steps", "output", "output_preview", "ar
 # as reserved_source by the ingest path), so an error message never offers it.
 _RUNTIME_SOURCES = tuple(source for source in taxonomy.SOURCES if source != "quality_lab")
 
+
 class ItemError(Exception):
     """An item that cannot be stored; code and field are part of the API contract."""
 
