@@ -431,6 +431,14 @@ def _load_yaml(text: str, *, max_depth: int) -> Any:
         raise SpecError(f"invalid YAML: {type(exc).__name__}") from None
     except RecursionError:  # the composer recursed past the stack before any check
         raise SpecError(f"the YAML is nested deeper than {max_depth} levels") from None
+    except SpecError:
+        raise
+    except ValueError as exc:
+        # A plain scalar YAML turns into a Python value that cannot exist: an integer of
+        # more than 4,300 digits (Python's limit), a date such as 2020-13-45.
+        if "digits" in str(exc):
+            raise SpecError("invalid YAML: a number has more than 4,300 digits") from None
+        raise SpecError(f"invalid YAML: a value cannot be read ({exc})") from None
     finally:
         loader.dispose()
 

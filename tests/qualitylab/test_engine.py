@@ -100,6 +100,24 @@ def test_bytes_that_are_not_utf8_are_refused() -> None:
         engine.parse_spec(b"openapi: 3.0.0\n\xff\xfe")
 
 
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        ("9" * 5000, "invalid YAML: a number has more than 4,300 digits"),
+        ("2020-13-45", "invalid YAML: a value cannot be read (month must be in 1..12)"),
+        ("0000-01-01", "invalid YAML: a value cannot be read (year 0 is out of range)"),
+        ("2001-12-14t21:59:43.10+25:00", "invalid YAML: a value cannot be read (offset must"),
+    ],
+)
+def test_yaml_values_python_cannot_make_are_a_spec_error(value: str, said: str) -> None:
+    """PyYAML raises ValueError for these while it builds the document (the upload page
+    answered 500)."""
+    text = f"openapi: 3.0.0\ninfo: {{title: t, version: {value}}}\npaths: {{}}\n"
+    with pytest.raises(SpecError) as caught:
+        engine.parse_spec(text)
+    assert str(caught.value).startswith(said)
+
+
 def test_yaml_alias_bombs_are_refused() -> None:
     lines = ["a: &a [x, x]"]
     lines += [f"a{i}: &a{i} [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]" for i in range(30)]
