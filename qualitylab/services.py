@@ -42,7 +42,7 @@ from triage.models import (
     RunnerEvent,
     ToolPolicy,
 )
-from triage.storable import replace_unstorable_text, storable_fields
+from triage.storable import first_non_finite_number, replace_unstorable_text, storable_fields
 
 log = logging.getLogger(__name__)
 
@@ -519,6 +519,11 @@ def _refuse_unstorable(case_id: str, values: dict[str, Any]) -> None:
         raise engine.CaseSpecError(
             replaced[0], "holds U+0000 (NUL) or a lone surrogate, which cannot be stored"
         )
+    for name, value in values.items():
+        if isinstance(value, (dict, list)) and (where := first_non_finite_number(value, path=name)):
+            raise engine.CaseSpecError(
+                where, "is NaN or Infinity, which cannot be stored: give a number"
+            )
 
 
 def suite_save(

@@ -432,7 +432,12 @@ def test_a_case_is_created_from_the_form_in_the_documented_schema(
         ({"mode": "search", "assertions": '[{"type": "http_status", "equals": 200}]'},
          "assertions", "assertions[0]"),
         ({"cleanup": '[{"tool": "cancelRefund"}]'}, "cleanup", "cleanup: only execute"),
-        ({"case_id": "has space"}, "case_id", "id: is required"),
+        ({"case_id": "has space"}, "case_id", "id: must be letters, digits and '_.:-' only"),
+        ({"provided_entities": '{"orderNo": NaN}'}, "provided_entities",
+         "provided_entities.orderNo: is NaN or Infinity, which cannot be stored"),
+        ({"mode": "execute", "mutation_safety": "mutating",
+          "cleanup": '[{"tool": "cancelRefund", "args": {"amount": 1e999}}]'},
+         "cleanup", "cleanup[0].args.amount: is NaN or Infinity"),
         ({"expected_target": "not\ta tool"}, "expected_target", "expected_target: must be"),
         (
             {"expected_target": "getOrderDetial"},
@@ -522,6 +527,7 @@ def test_an_import_of_text_the_database_cannot_store_is_refused_by_case(
         {"id": "nul-query", "mode": "search", "query": "list \u0000 orders"},
         {"id": "bad\ud800", "mode": "search", "query": "x"},
         {"id": "long-text", "mode": "search", "query": "x", "description": "d" * 501},
+        {"id": "nan", "mode": "search", "query": "x", "provided_entities": {"n": float("nan")}},
     ]
     response = operator.post("/qualitylab/shop/cases/import", {"cases_file": cases_file(documents)})
     assert response.status_code == 400
@@ -529,6 +535,7 @@ def test_an_import_of_text_the_database_cannot_store_is_refused_by_case(
     assert "case 0 (nul-query): query: holds U+0000 (NUL) or a lone surrogate" in content
     assert "case 1 (bad\ufffd): id: " in content
     assert "case 2 (long-text): description: description is 501 characters" in content
+    assert "case 3 (nan): provided_entities.n: is NaN or Infinity" in content
     assert not shop.cases.filter(case_id__in=["nul-query", "long-text"]).exists()
 
 
