@@ -153,7 +153,7 @@ def first_non_finite_number(value: Any, *, path: str) -> str | None:
         if isinstance(current, float) and not math.isfinite(current):
             return where
         if isinstance(current, Mapping):
-            pending.extend((item, f"{where}.{key}") for key, item in reversed(current.items()))
+            pending.extend((item, f"{where}.{key}") for key, item in list(current.items())[::-1])
         elif isinstance(current, (list, tuple)):
             pending.extend(
                 (item, f"{where}[{i}]") for i, item in reversed(list(enumerate(current)))
