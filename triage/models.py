@@ -538,9 +538,25 @@ class Reconciliation(models.Model):
     note = models.TextField()
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(default=timezone.now)
+    # The finding this one corrects: history is never rewritten, a correction is a new row.
+    # One-to-one: each finding is corrected at most once, so the history is a single line.
+    corrects = models.OneToOneField(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="corrected_by",
+    )
 
     class Meta:
         ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["receipt"],
+                condition=models.Q(corrects__isnull=True),
+                name="reconciliation_first_finding_once",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.receipt_id}: {self.finding}"
