@@ -12,15 +12,13 @@ from django.test import Client
 
 from qualitylab import selectors, services
 from qualitylab.models import CaseResult, CaseRun, Collection
-from tests.qualitylab.test_views import (  # noqa: F401 (fixtures)
-    SEARCH_FAILURES,
-    capture,
-    execute,
-    make_collection,
-    shop,
-    start_run,
-    viewer,
-)
+from tests.qualitylab import test_views as views
+from tests.qualitylab.test_views import SEARCH_FAILURES, execute, make_collection, start_run
+
+# The run page tests' fixtures, as fixtures of this module too.
+capture = views.capture
+shop = views.shop
+viewer = views.viewer
 
 pytestmark = pytest.mark.django_db
 
@@ -136,5 +134,5 @@ def test_the_pass_rate_line_counts_cases_once_and_leaves_re_runs_out(
 
     content = viewer.get(f"/qualitylab/{shop.name}/").content.decode()
     assert "counted by case: a case repeated several times counts once" in content
-    assert f"Left out: 1 re-run of failed cases" in content
+    assert "Left out: 1 re-run of failed cases" in content
     assert f'<a href="/qualitylab/runs/{rerun.pk}/">#{rerun.pk}</a>' in content
