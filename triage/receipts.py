@@ -243,7 +243,7 @@ class QueueItem:
 
 
 # What a finding means for the next run, as the page says it.
-FINDING_CONSEQUENCES = {
+FINDING_CONSEQUENCES: dict[str, Any] = {
     ReconciliationFinding.APPLIED: gettext_lazy(
         "Done remotely: do not retry; treat the run as completed."
     ),

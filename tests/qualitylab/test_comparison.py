@@ -58,7 +58,8 @@ def test_the_default_skips_re_runs_and_other_modes(
     latest = execute(start_run(shop, capture))
     comparison = _page(viewer, latest).context["view"].comparison
     assert (comparison.previous.pk, comparison.why) == (full.pk, "previous")
-    assert selectors.previous_finished_run(run=latest).pk == full.pk
+    previous = selectors.previous_finished_run(run=latest)
+    assert previous is not None and previous.pk == full.pk
 
 
 def test_the_person_picks_the_run_to_compare_with_in_the_url(
