@@ -214,14 +214,6 @@ def receipt_awaits_reconciliation(*, receipt: Receipt) -> bool:
     return awaiting_reconciliation().filter(pk=receipt.pk).exists()
 
 
-def uncertain_work_lane(receipt: Any) -> str:
-    """The one verdict on uncertain work: its lane, raised to reconcile_first unless the tool
-    only reads, since the remote side may already have done what a retry would do again."""
-    if receipt.side_effect == "read":
-        return receipt.lane
-    return most_cautious_lane(receipt.lane, "reconcile_first")
-
-
 @dataclass(frozen=True)
 class QueueItem:
     receipt: Any  # a Receipt annotated with `occurred` and `group_link`
@@ -234,12 +226,13 @@ class QueueItem:
 
     @property
     def verdict(self) -> str:
-        return uncertain_work_lane(self.receipt)
+        """At least reconcile_first unless the tool only reads (Receipt.verdict)."""
+        return str(self.receipt.verdict)
 
     @property
     def blocks_retry(self) -> bool:
         """reconcile_first work is never retried before someone knows what happened."""
-        return self.verdict == "reconcile_first"
+        return self.verdict in ("reconcile_first", "manual_investigation")
 
 
 # What a finding means for the next run, as the page says it.

@@ -314,3 +314,29 @@ def test_a_tools_only_group_is_its_runs_group(
     receipt = Receipt.objects.get()
     links = receipts.group_links([receipts.run_key(receipt)])
     assert links[receipts.run_key(receipt)].url == reverse("triage:group", args=[group.pk])
+
+
+def test_the_group_page_shows_each_related_run_by_its_one_verdict(
+    client: Client, operator: Any, ingest_client: APIClient
+) -> None:
+    _post(
+        ingest_client,
+        failure_item(stage="execute", reason="timeout", tool="sendInvoiceEmail", collection="shop"),
+        _uncertain(tool_run_id="tr_sent_safe", lane="retry_safe", idempotency_key=""),
+    )
+    receipt = Receipt.objects.get()
+    # No key to look the write up by: investigation, not a lookup.
+    assert receipt.lane == "reconcile_first" and receipt.verdict == "manual_investigation"
+    group = FailureGroup.objects.get()
+    content = client.get(reverse("triage:group", args=[group.pk])).content.decode()
+    related = content.split("Related receipts")[1].split("</table>")[0]
+    assert "tr_sent_safe" in related
+    assert 'class="pill lane-manual_investigation"' in related
+    assert "lane-reconcile_first" not in related and "lane-retry_safe" not in related
+
+
+def test_a_plain_success_has_no_verdict() -> None:
+    receipt = Receipt(lane="", execution_state="completed", side_effect="external_write")
+    assert receipt.verdict == ""
+    read = Receipt(lane="retry_safe", execution_state="started_unknown", side_effect="read")
+    assert read.verdict == "retry_safe"
