@@ -54,7 +54,16 @@ def seoul(browser: Any, live_server: Any, width: int) -> Iterator[Any]:
     context.close()
 
 
+WIDER_THAN = """width => [...document.querySelectorAll("body *")]
+    .filter(e => !e.querySelector("*") && e.getBoundingClientRect().right > width + 0.5)
+    .slice(0, 5).map(e => e.tagName + " " + (e.textContent || "").slice(0, 40))"""
+
+
 def _shot(page: Any, name: str, width: int) -> None:
+    """Save the page for a reviewer; first check it does not scroll sideways."""
+    # What sticks out, if anything: the innermost elements past the right edge.
+    wide = page.evaluate(WIDER_THAN, width)
+    assert page.evaluate("document.documentElement.scrollWidth") <= width, (name, wide)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / f"{name}-{width}.png"), full_page=True)
 
