@@ -451,10 +451,11 @@ def default_baseline(*, run: CaseRun) -> tuple[CaseRun | None, str]:
 
 
 def comparable_runs(*, run: CaseRun, chosen: CaseRun | None = None) -> list[CaseRun]:
-    """The other finished runs of the collection a person may compare with, newest first
-    (the chosen one included even when it is older than the newest COMPARABLE_RUNS)."""
+    """The other finished runs of the collection that ran at least one case, which a person
+    may compare with, newest first (the chosen one included even when it is older than the
+    newest COMPARABLE_RUNS)."""
     runs = list(
-        CaseRun.objects.filter(collection_id=run.collection_id, status__in=FINISHED)
+        CaseRun.objects.filter(collection_id=run.collection_id, status__in=FINISHED, done__gt=0)
         .exclude(pk=run.pk)
         .select_related("suite")
         .only(*_BASELINE_FIELDS, "suite__name")
@@ -466,9 +467,11 @@ def comparable_runs(*, run: CaseRun, chosen: CaseRun | None = None) -> list[Case
 
 
 def comparable_run(*, run: CaseRun, run_id: int) -> CaseRun | None:
-    """Another finished run of the same collection, or None."""
+    """Another finished run of the same collection that ran a case, or None."""
     return (
-        CaseRun.objects.filter(collection_id=run.collection_id, status__in=FINISHED, pk=run_id)
+        CaseRun.objects.filter(
+            collection_id=run.collection_id, status__in=FINISHED, done__gt=0, pk=run_id
+        )
         .exclude(pk=run.pk)
         .select_related("suite")
         .only(*_BASELINE_FIELDS, "suite__name")
