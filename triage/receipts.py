@@ -4,6 +4,8 @@ Four questions, each answered with a bounded number of queries whatever the tabl
 which uncertain work still waits for someone to reconcile it, which receipts contradict
 other evidence, which operations burned through their retry budget, and what policy
 blocked. Every list is capped; its total is counted separately when the cap is reached.
+Each row shows one verdict (the most cautious lane that applies) and links its run to the
+failure group it belongs to, resolved for the whole page in one query.
 """
 
 from __future__ import annotations
