@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('triage', '0013_person_preference'),
+        ('triage', '0014_runbooks'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
