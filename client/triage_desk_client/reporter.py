@@ -643,30 +643,30 @@ def _answer_items(data: bytes, slices: Slices) -> list[Any] | None:
         text = data.decode()
     except UnicodeDecodeError:
         return None
-    decode, space = _DECODER.raw_decode, _SPACE.match
+    decode = _DECODER.raw_decode
     items: list[Any] | None = None
     try:
-        at = space(text).end()
+        at = _skip_space(text, 0)
         if text[at : at + 1] != "{":
             return None
-        at = space(text, at + 1).end()
+        at = _skip_space(text, at + 1)
         if text[at : at + 1] == "}":
             return None  # no items
         while True:
             key, at = decode(text, at)
-            at = space(text, at).end()
+            at = _skip_space(text, at)
             if not isinstance(key, str) or text[at : at + 1] != ":":
                 return None
-            at = space(text, at + 1).end()
+            at = _skip_space(text, at + 1)
             if key == "items" and text[at : at + 1] == "[":
-                items, at = _decode_list(text, space(text, at + 1).end(), slices)
+                items, at = _decode_list(text, _skip_space(text, at + 1), slices)
             else:
                 value, at = decode(text, at)
                 if key == "items":
                     items = value if isinstance(value, list) else None
-            at = space(text, at).end()
+            at = _skip_space(text, at)
             separator = text[at : at + 1]
-            at = space(text, at + 1).end()
+            at = _skip_space(text, at + 1)
             if separator == "}":
                 break
             if separator != ",":
@@ -676,9 +676,15 @@ def _answer_items(data: bytes, slices: Slices) -> list[Any] | None:
     return None if text[at:] else items
 
 
+def _skip_space(text: str, at: int) -> int:
+    """The offset of the first character at or after `at` that is not JSON whitespace."""
+    match = _SPACE.match(text, at)
+    return match.end() if match else at
+
+
 def _decode_list(text: str, at: int, slices: Slices) -> tuple[list[Any], int]:
     """The JSON list whose first value (or ``]``) is at `at`, and the offset after it."""
-    decode, space = _DECODER.raw_decode, _SPACE.match
+    decode = _DECODER.raw_decode
     values: list[Any] = []
     if text[at : at + 1] == "]":
         return values, at + 1
@@ -686,9 +692,9 @@ def _decode_list(text: str, at: int, slices: Slices) -> tuple[list[Any], int]:
         slices.tick()
         value, at = decode(text, at)
         values.append(value)
-        at = space(text, at).end()
+        at = _skip_space(text, at)
         separator = text[at : at + 1]
-        at = space(text, at + 1).end() if separator == "," else at + 1
+        at = _skip_space(text, at + 1) if separator == "," else at + 1
         if separator == "]":
             return values, at
         if separator != ",":
