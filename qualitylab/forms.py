@@ -15,6 +15,7 @@ from qualitylab import engine, services
 from qualitylab.models import CaseMode, Collection, QualityCase, Suite
 from triage.collection_names import COLLECTION_NAME_MAX_LENGTH
 from triage.fields import validate_collection_name
+from triage.forms import MAX_ID
 from triage.json_limits import JSONTooDeep, loads_bounded
 
 MAX_CASES_FILE_BYTES = 5_000_000
@@ -491,6 +492,12 @@ class SuiteForm(forms.Form):
         field.label_from_instance = _suite_case_label  # type: ignore[attr-defined]
         if editing:
             self.fields["name"].disabled = True  # saving goes by name
+
+
+class RunCompareForm(forms.Form):
+    """Which run the run page compares with (`?compare=ID`); blank: the default."""
+
+    compare = forms.IntegerField(required=False, min_value=1, max_value=MAX_ID)
 
 
 class RunStartForm(forms.Form):

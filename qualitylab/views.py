@@ -19,6 +19,7 @@ from django.shortcuts import get_object_or_404, render
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.http import content_disposition_header
+from django.utils.translation import gettext
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 from django_htmx.http import HttpResponseStopPolling
@@ -30,6 +31,7 @@ from qualitylab.forms import (
     CasesImportForm,
     CollectionCreateForm,
     CollectionSettingsForm,
+    RunCompareForm,
     RunStartForm,
     SpecSourceForm,
     SuiteForm,
@@ -583,8 +585,21 @@ def run_page(request: HttpRequest, run_id: int) -> HttpResponse:
         response = HttpResponseStopPolling(content)
         response["HX-Refresh"] = "true"
         return response
-    context["view"] = selectors.run_results(run=run)
-    return render(request, "qualitylab/run.html", context)
+    form = RunCompareForm(request.GET)
+    baseline = None
+    if form.is_valid() and form.cleaned_data["compare"]:
+        baseline = selectors.comparable_run(run=run, run_id=form.cleaned_data["compare"])
+        if baseline is None:
+            form.add_error(
+                "compare",
+                gettext("Run #%(run)s is not another finished run of %(collection)s.")
+                % {"run": form.cleaned_data["compare"], "collection": run.collection.name},
+            )
+    view = selectors.run_results(run=run, baseline=baseline)
+    context["view"] = view
+    context["compare_form"] = form
+    context["comparable"] = selectors.comparable_runs(run=run, chosen=view.comparison.previous)
+    return render(request, "qualitylab/run.html", context, status=400 if form.errors else 200)
 
 
 @require_POST

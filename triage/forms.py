@@ -307,8 +307,19 @@ class BulkActionForm(GroupActionForm):
 
 
 class ReconcileForm(forms.Form):
+    """What reconciling found. Recorded in two steps: the first post asks to confirm what the
+    finding will mean for the next run; `step=confirm` records it, `step=edit` goes back."""
+
+    STEP_CONFIRM = "confirm"
+    STEP_EDIT = "edit"
+
     finding = forms.ChoiceField(choices=ReconciliationFinding.choices, widget=forms.RadioSelect)
     note = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), max_length=4000)
+    # The finding this one corrects (a correction of an earlier reconciliation).
+    corrects = forms.IntegerField(required=False, min_value=1, max_value=MAX_ID)
+    step = forms.ChoiceField(
+        choices=[("", ""), (STEP_CONFIRM, STEP_CONFIRM), (STEP_EDIT, STEP_EDIT)], required=False
+    )
 
 
 class ToolPolicyForm(forms.ModelForm):

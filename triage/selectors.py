@@ -22,6 +22,7 @@ from django.utils import timezone
 
 from triage import taxonomy
 from triage.models import (
+    UNCERTAIN_STATES,
     FailureGroup,
     FailureGroupBucket,
     FailureGroupDay,
@@ -100,7 +101,6 @@ def rejections_by_code() -> list[RejectionCount]:
 # --- the triage page ------------------------------------------------------------------------
 
 _STATUS_URGENCY = ["regressed", "open", "acknowledged", "muted", "resolved"]
-UNCERTAIN_STATES = ("started_unknown", "partially_completed")
 
 
 class GroupSummary(NamedTuple):
