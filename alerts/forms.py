@@ -70,4 +70,4 @@ class ChannelEditForm(forms.Form):
 
 
 class LogQueryForm(forms.Form):
-    rule = forms.IntegerField(required=False, min_value=1, max_value=2**63 - 1)
+    rule = forms.IntegerField(label=_("Rule"), required=False, min_value=1, max_value=2**63 - 1)

@@ -43,6 +43,7 @@ from alerts.models import (
 from alerts.selectors import BEAT_MATCHERS, Match, absolute_url, ingest_matches
 from config.celery import publish
 from triage.intake.ingest import BatchCommitted
+from triage.selectors import runbooks_for
 
 logger = logging.getLogger(__name__)
 
@@ -394,6 +395,24 @@ def _iso(moment: datetime | None) -> str | None:
     return moment.isoformat() if moment is not None else None
 
 
+def _runbook_payload(group: dict[str, Any]) -> dict[str, Any] | None:
+    """The operators' runbooks for the group's reason and tool, as the group page shows
+    them (None for subjects that are not a failure group, or when neither has one)."""
+    if group.get("id") is None:
+        return None
+    found = runbooks_for(
+        reason=group.get("reason") or "",
+        tool=group.get("tool") or "",
+        collection=group.get("collection") or "",
+    )
+    if not found:
+        return None
+    return {
+        part: {"url": runbook.url, "note": runbook.note} if runbook is not None else None
+        for part, runbook in (("reason", found.reason), ("tool", found.tool))
+    }
+
+
 def match_payload(rule: Rule, match: Match) -> dict[str, Any]:
     """The documented webhook payload, without sent_at (added when it is sent)."""
     return {
@@ -404,6 +423,7 @@ def match_payload(rule: Rule, match: Match) -> dict[str, Any]:
         "window_start": _iso(match.window_start),
         "window_end": _iso(match.window_end),
         "first_seen": _iso(match.first_seen),
+        "runbook": _runbook_payload(match.group),
     }
 
 
@@ -498,6 +518,10 @@ def message_for(delivery: Delivery, *, now: datetime) -> channel_sending.Message
         text = f"{delivery.summary}\n" + "\n".join(lines)
     else:
         text = f"{delivery.summary}\n{payload['group']['url']}"
+        for part, runbook in (payload.get("runbook") or {}).items():
+            if runbook is not None:
+                note = f" ({runbook['note']})" if runbook["note"] else ""
+                text += f"\nRunbook for the {part}: {runbook['url'] or '-'}{note}"
     prefix = f"[{payload['kind']}] {payload['rule']}"
     return channel_sending.Message(
         payload=payload,

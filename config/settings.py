@@ -70,6 +70,8 @@ MIDDLEWARE = [
     # The language: the language cookie (the header switch), else Accept-Language...
     "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
+    # Before the CSRF check, which reads the form: an over-long page body is refused unread.
+    "config.request_limits.PageBodyLimitMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     # ...and for a signed-in person, the language they chose (triage/language.py).
@@ -362,7 +364,8 @@ TRIAGE_MAX_WINDOW_DAYS = env_int(
     minimum=30,
 )  # fmt: skip
 # Learning review: the promotion gate (learning/gate.py). A suggestion becomes promotable
-# after this many successful observations of its query family, when at most this share of
+# after this many distinct successful observations of its query family (runtime sessions
+# plus Quality Lab cases: repetitions of one case count once), when at most this share of
 # the recent attempts with its target failed and this share of the family's recent
 # successes chose the same target.
 LEARNING_MIN_SUCCESS_OBSERVATIONS = env_int("LEARNING_MIN_SUCCESS_OBSERVATIONS", 2, minimum=1)

@@ -17,8 +17,9 @@ from triage.forms import search_text
 class QueueFilterForm(forms.Form):
     """Every filter lives in the URL, so a filtered queue is a link that can be shared."""
 
-    collection = forms.ChoiceField(required=False)
+    collection = forms.ChoiceField(label=gettext_lazy("Collection"), required=False)
     type = forms.ChoiceField(
+        label=gettext_lazy("Type"),
         choices=[
             ("", gettext_lazy("any type")),
             *((name, name) for name in sorted(SUGGESTION_TYPES)),
@@ -26,6 +27,7 @@ class QueueFilterForm(forms.Form):
         required=False,
     )
     status = forms.ChoiceField(
+        label=gettext_lazy("Status"),
         choices=[
             ("", gettext_lazy("any status")),
             *((status.value, status.label) for status in QUEUE_ORDER),
@@ -33,7 +35,9 @@ class QueueFilterForm(forms.Form):
         required=False,
     )
     family = forms.CharField(required=False, max_length=200, label=gettext_lazy("query family"))
-    page = forms.IntegerField(required=False, min_value=1, max_value=1_000_000)
+    page = forms.IntegerField(
+        label=gettext_lazy("Page"), required=False, min_value=1, max_value=1_000_000
+    )
 
     def __init__(self, *args: Any, collections: list[str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -65,19 +69,21 @@ class QueueFilterForm(forms.Form):
 
 
 class ApproveForm(forms.Form):
-    reason = forms.CharField(max_length=2000, strip=True)
+    reason = forms.CharField(label=gettext_lazy("Reason"), max_length=2000, strip=True)
 
 
 class RejectForm(forms.Form):
-    reason = forms.ChoiceField(choices=RejectionReason.choices)
-    note = forms.CharField(max_length=4000, strip=True)
+    reason = forms.ChoiceField(label=gettext_lazy("Reason"), choices=RejectionReason.choices)
+    note = forms.CharField(label=gettext_lazy("Note"), max_length=4000, strip=True)
 
 
 class DemoteForm(forms.Form):
-    reason = forms.CharField(max_length=2000, strip=True)
+    reason = forms.CharField(label=gettext_lazy("Reason"), max_length=2000, strip=True)
 
 
 class PolicyForm(forms.Form):
-    learning_mode = forms.ChoiceField(choices=LearningMode.choices)
-    learning_allowed = forms.BooleanField(required=False)
-    write_capable = forms.BooleanField(required=False)
+    learning_mode = forms.ChoiceField(
+        label=gettext_lazy("Learning mode"), choices=LearningMode.choices
+    )
+    learning_allowed = forms.BooleanField(label=gettext_lazy("Learning allowed"), required=False)
+    write_capable = forms.BooleanField(label=gettext_lazy("Write-capable"), required=False)

@@ -5,8 +5,9 @@ tests/learning/test_gate.py. graph-tool-call's own helper promotes on the observ
 alone and ignores failures once a suggestion has two observations; this gate is the one the
 desk enforces:
 
-* repeated success: at least ``LEARNING_MIN_SUCCESS_OBSERVATIONS`` successful observations
-  of the same query family;
+* repeated success: at least ``LEARNING_MIN_SUCCESS_OBSERVATIONS`` pieces of distinct
+  evidence for the same query family: successful observations counted once per runtime
+  session and once per Quality Lab case (a case repeated five times, or run again, is one);
 * failure ratio: of the recent attempts of that family that used the target, at most
   ``LEARNING_MAX_RECENT_FAILURE_RATIO`` failed (2 successes and 3 failures stay suggested);
 * stable target: at least ``LEARNING_MIN_TARGET_AGREEMENT`` of the family's recent
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
+from django.utils.translation import ngettext
 
 SUGGESTED = "suggested"
 PROMOTABLE = "promotable"
@@ -63,6 +65,15 @@ class GateFacts:
     write_capable: bool = False
     learning_mode: str = "observe"
     demoted_before: bool = False
+    # Distinct evidence behind the observations; None counts every observation as distinct.
+    production_sessions: int | None = None
+    test_cases: int = 0
+
+    @property
+    def distinct_evidence(self) -> int:
+        if self.production_sessions is None:
+            return self.observations
+        return self.production_sessions + self.test_cases
 
 
 @dataclass(frozen=True)
@@ -105,9 +116,9 @@ def evaluate_gate(facts: GateFacts, thresholds: Thresholds) -> GateVerdict:
     checks = (
         GateCheck(
             "repeated_success",
-            facts.observations >= needed,
-            f"{facts.observations} successful observation{_s(facts.observations)} (needs {needed})",
-            {"observations": facts.observations, "needed": needed},
+            facts.distinct_evidence >= needed,
+            evidence_text(_evidence_params(facts, needed)),
+            _evidence_params(facts, needed),
         ),
         GateCheck(
             "failure_ratio",
@@ -174,6 +185,40 @@ def evaluate_gate(facts: GateFacts, thresholds: Thresholds) -> GateVerdict:
         checks=checks,
         auto_promote=status == PROMOTABLE and not why,
         why_reviewer=why,
+    )
+
+
+def _evidence_params(facts: GateFacts, needed: int) -> dict[str, Any]:
+    return {
+        "count": facts.distinct_evidence,
+        "sessions": facts.production_sessions,
+        "cases": facts.test_cases,
+        "observations": facts.observations,
+        "needed": needed,
+    }
+
+
+def evidence_text(params: dict[str, Any]) -> str:
+    """The repeated-success check in words, in the active language (the review pages call it
+    again with the stored numbers, so a reader sees it in their own)."""
+    distinct = params["count"]
+    if params["sessions"] is None:
+        return ngettext(
+            "%(count)d successful observation (needs %(needed)d)",
+            "%(count)d successful observations (needs %(needed)d)",
+            distinct,
+        ) % {"count": distinct, "needed": params["needed"]}
+    return (
+        ngettext(
+            "%(count)d distinct piece of evidence: %(sessions)d production session(s), "
+            "%(cases)d Quality Lab case(s), from %(observations)d successful observation(s) "
+            "(needs %(needed)d distinct)",
+            "%(count)d distinct pieces of evidence: %(sessions)d production session(s), "
+            "%(cases)d Quality Lab case(s), from %(observations)d successful observation(s) "
+            "(needs %(needed)d distinct)",
+            distinct,
+        )
+        % params
     )
 
 

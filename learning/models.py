@@ -174,6 +174,14 @@ class Suggestion(models.Model):
         max_length=12, choices=SuggestionStatus.choices, default=SuggestionStatus.SUGGESTED
     )
     observations = models.PositiveIntegerField(default=0)
+    # The successful attempts behind it, told apart by where they came from and counted by
+    # what makes them independent: a runtime session, a Quality Lab case (repeats and re-runs
+    # of one case are one piece of evidence). The gate's repeated-success threshold applies
+    # to production_sessions + test_cases. Kept by the gate on every refresh.
+    production_observations = models.PositiveIntegerField(default=0)
+    production_sessions = models.PositiveIntegerField(default=0)
+    test_observations = models.PositiveIntegerField(default=0)
+    test_cases = models.PositiveIntegerField(default=0)
     prior_failure_count = models.PositiveIntegerField(default=0)
     recent_failures = models.PositiveIntegerField(default=0)
     recent_attempts = models.PositiveIntegerField(default=0)
@@ -236,6 +244,21 @@ class Suggestion(models.Model):
     @property
     def type_help(self) -> str:
         return str(SUGGESTION_TYPE_HELP.get(self.type, ""))
+
+    @property
+    def distinct_evidence(self) -> int:
+        """What the gate's repeated-success threshold counts."""
+        return self.production_sessions + self.test_cases
+
+    @property
+    def shadow_changes_nothing(self) -> bool:
+        """Shadow runs compared it on some case and it moved nothing on any: promoting it
+        changes nothing observed yet."""
+        shadow = self.shadow or {}
+        if not shadow.get("cases"):
+            return False
+        moved = ("improved", "worsened", "selected_target_changed", "failure_reason_changed")
+        return not shadow.get("rank_delta") and not any(shadow.get(key) for key in moved)
 
     def as_library(self) -> dict[str, Any]:
         """The suggestion in graph-tool-call's shape (what the export API returns)."""

@@ -16,10 +16,13 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Count, Q
+from django.db.models.fields.json import KeyTextTransform, KeyTransform
 from django.utils import timezone
 from django.utils.translation import gettext, gettext_noop
 from graph_tool_call.learning import (
@@ -37,6 +40,7 @@ from kombu.exceptions import OperationalError as BrokerError
 from learning.gate import GateFacts, GateVerdict, Thresholds, evaluate_gate
 from learning.ingest import ITEM_TYPE, carries_scrub_marker
 from learning.models import (
+    AttemptSource,
     Decision,
     LearningAttempt,
     RejectionReason,
@@ -61,6 +65,8 @@ _STATUS_KEYS = frozenset(
     {"promoted_by", "promoted_at", "promotion_reason", "rejection_reason", "shadow"}
 )
 _OPEN = (SuggestionStatus.SUGGESTED, SuggestionStatus.PROMOTABLE)
+EVIDENCE_FIELDS = ("production_observations", "production_sessions", "test_observations",
+                   "test_cases")  # fmt: skip
 
 
 class DecisionError(ValueError):
@@ -270,9 +276,15 @@ def _verdicts(
             "suggestion_id", flat=True
         )
     )
+    evidence = evidence_counts(suggestion_ids=ids)
     verdicts = []
     for row in rows:
         row.collection = collection
+        counts = evidence.get(row.pk, EvidenceCounts())
+        row.production_observations = counts.production_observations
+        row.production_sessions = counts.production_sessions
+        row.test_observations = counts.test_observations
+        row.test_cases = counts.test_cases
         facts = _facts(
             row,
             recent=recent.get(row.query_fingerprint, []),
@@ -283,6 +295,50 @@ def _verdicts(
         )
         verdicts.append((row, facts, evaluate_gate(facts, thresholds)))
     return verdicts
+
+
+@dataclass(frozen=True)
+class EvidenceCounts:
+    production_observations: int = 0
+    production_sessions: int = 0
+    test_observations: int = 0
+    test_cases: int = 0
+
+
+def _lab_case() -> KeyTextTransform:
+    """The Quality Lab case an attempt came from (its `extra.quality_lab.case`)."""
+    return KeyTextTransform("case", KeyTransform("quality_lab", "attempt__extra"))
+
+
+def evidence_counts(*, suggestion_ids: list[int]) -> dict[int, EvidenceCounts]:
+    """The successful attempts behind each suggestion, by source, and what makes them
+    independent, in one query: distinct runtime sessions (attempts that carry no session id
+    count as one session together: nothing says they are different people), distinct
+    Quality Lab cases (five repetitions of a case, or a re-run, are one case)."""
+    runtime = Q(attempt__source=AttemptSource.RUNTIME)
+    lab = Q(attempt__source=AttemptSource.QUALITY_LAB)
+    no_session = runtime & Q(attempt__session_id_hash="")
+    rows = (
+        SuggestionAttempt.objects.filter(suggestion_id__in=suggestion_ids)
+        .values("suggestion_id")
+        .annotate(
+            production_observations=Count("pk", filter=runtime),
+            sessions=Count("attempt__session_id_hash", distinct=True, filter=runtime & ~no_session),
+            without_session=Count("pk", filter=no_session),
+            test_observations=Count("pk", filter=lab),
+            test_cases=Count(_lab_case(), distinct=True, filter=lab),
+        )
+        .order_by()
+    )
+    return {
+        row["suggestion_id"]: EvidenceCounts(
+            production_observations=row["production_observations"],
+            production_sessions=row["sessions"] + (1 if row["without_session"] else 0),
+            test_observations=row["test_observations"],
+            test_cases=row["test_cases"],
+        )
+        for row in rows
+    }
 
 
 def _recent_attempts(
@@ -337,6 +393,8 @@ def _facts(
     claimed = str(suggestion.data.get("collection_id") or collection.name)
     return GateFacts(
         observations=suggestion.observations,
+        production_sessions=suggestion.production_sessions,
+        test_cases=suggestion.test_cases,
         recent_successes=sum(1 for attempt in used if attempt.success),
         recent_failures=sum(1 for attempt in used if not attempt.success),
         agreeing_successes=sum(1 for verdict in agreement if verdict is True),
@@ -381,7 +439,7 @@ def _apply_verdict(
                     status=verdict.status, now=now)  # fmt: skip
             return
     row.save(update_fields=["gate", "recent_failures", "recent_attempts", "sensitive_evidence",
-                            "status"])  # fmt: skip
+                            "status", *EVIDENCE_FIELDS])  # fmt: skip
 
 
 def _record_gate(row: Suggestion, *, facts: GateFacts, verdict: GateVerdict) -> None:

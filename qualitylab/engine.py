@@ -234,6 +234,7 @@ _CASE_KEYS = frozenset(
         "description",
     }
 )
+_MAX_CASE_ID_CHARS = 200
 _ID_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,200}$")
 _HEADER_NAME_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 
@@ -430,6 +431,14 @@ def _load_yaml(text: str, *, max_depth: int) -> Any:
         raise SpecError(f"invalid YAML: {type(exc).__name__}") from None
     except RecursionError:  # the composer recursed past the stack before any check
         raise SpecError(f"the YAML is nested deeper than {max_depth} levels") from None
+    except SpecError:
+        raise
+    except ValueError as exc:
+        # A plain scalar YAML turns into a Python value that cannot exist: an integer of
+        # more than 4,300 digits (Python's limit), a date such as 2020-13-45.
+        if "digits" in str(exc):
+            raise SpecError("invalid YAML: a number has more than 4,300 digits") from None
+        raise SpecError(f"invalid YAML: a value cannot be read ({exc})") from None
     finally:
         loader.dispose()
 
@@ -693,10 +702,18 @@ class CaseSpec:
         if not isinstance(data, Mapping):
             raise CaseSpecError("case", gettext_noop("must be a JSON object"))
         case_id = data.get("id")
-        if not isinstance(case_id, str) or not _ID_RE.match(case_id):
+        if not isinstance(case_id, str) or not case_id:
             raise CaseSpecError(
                 "id", gettext_noop("is required: letters, digits, '_.:-', at most 200")
             )
+        if len(case_id) > _MAX_CASE_ID_CHARS:
+            raise CaseSpecError(
+                "id",
+                gettext_noop("is %(length)d characters long; the limit is %(limit)d"),
+                {"length": len(case_id), "limit": _MAX_CASE_ID_CHARS},
+            )
+        if not _ID_RE.match(case_id):
+            raise CaseSpecError("id", gettext_noop("must be letters, digits and '_.:-' only"))
         mode = data.get("mode")
         if mode not in _MODES:
             raise CaseSpecError(
@@ -2017,8 +2034,11 @@ def _executor_result(schema: ToolSchema, response: outbound.Response) -> dict[st
     api_metadata = api_metadata if isinstance(api_metadata, dict) else {}
     raw = response.body.decode("utf-8", errors="replace")
     try:
-        body: Any = json.loads(raw)
-    except json.JSONDecodeError:
+        # The API under test is not trusted either: an answer nested 100,000 deep (or with
+        # a 5,000-digit number) would raise RecursionError (ValueError) in json.loads.
+        # Such an answer is kept as text, like one that is not JSON.
+        body: Any = loads_bounded(raw, max_depth=DEFAULT_MAX_DEPTH)
+    except (JSONTooDeep, json.JSONDecodeError):
         body = raw
     content_type = _gtc_http._response_content_type(response.headers)
     metadata = _gtc_http._match_response_metadata(

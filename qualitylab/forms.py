@@ -17,6 +17,7 @@ from qualitylab import engine, services
 from qualitylab.models import CaseMode, Collection, QualityCase, Suite
 from triage.collection_names import COLLECTION_NAME_MAX_LENGTH
 from triage.fields import validate_collection_name
+from triage.forms import MAX_ID
 from triage.json_limits import JSONTooDeep, loads_bounded
 
 MAX_CASES_FILE_BYTES = 5_000_000
@@ -59,7 +60,7 @@ class SpecSourceForm(forms.Form):
         label=gettext_lazy("or paste the spec"),
         widget=forms.Textarea(attrs={"rows": 6, "spellcheck": "false", "class": "code"}),
         help_text=gettext_lazy(
-            "Pasted text is limited by the request size (5 MB); upload bigger specs."
+            "Pasted text is limited by the request size (5 MiB); upload bigger specs."
         ),
     )
 
@@ -72,11 +73,21 @@ class SpecSourceForm(forms.Form):
         # The upload handler stopped keeping the spec file: it passed the limit.
         self.upload_refused = upload_refused
 
-    def refuse_spec(self, message: str) -> None:
+    def refuse_spec(self, message: str, *, field: str = "spec_file") -> None:
         """Show a refusal that came before the form could read anything (an unbound form)."""
         if not hasattr(self, "cleaned_data"):
             self.cleaned_data = {}
-        self.add_error("spec_file", message)
+        self.add_error(field, message)
+
+    def refuse_paste(self) -> None:
+        """The pasted text (the form's fields) passed the request size Django reads."""
+        self.refuse_spec(
+            f"The pasted text is larger than "
+            f"{engine.format_size(int(settings.DATA_UPLOAD_MAX_MEMORY_SIZE or 0))}, the most a "
+            f"form field takes; nothing was kept. Upload the spec as a file instead (up to "
+            f"{engine.format_size(services.max_spec_bytes())}).",
+            field="spec_paste",
+        )
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
@@ -566,6 +577,14 @@ class SuiteForm(forms.Form):
         field.label_from_instance = _suite_case_label  # type: ignore[attr-defined]
         if editing:
             self.fields["name"].disabled = True  # saving goes by name
+
+
+class RunCompareForm(forms.Form):
+    """Which run the run page compares with (`?compare=ID`); blank: the default."""
+
+    compare = forms.IntegerField(
+        label=gettext_lazy("Compare with run"), required=False, min_value=1, max_value=MAX_ID
+    )
 
 
 class RunStartForm(forms.Form):

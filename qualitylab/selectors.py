@@ -227,6 +227,7 @@ class MetricSeries:
     key: str
     label: str
     points: list[tuple[int, float | None]]  # (run id, value)
+    left_out: list[int] = field(default_factory=list)  # re-runs in the span, not charted
 
     @property
     def values(self) -> list[float | None]:
@@ -245,21 +246,50 @@ class MetricSeries:
 
 
 def metric_history(*, collection: Collection, runs: int = METRICS_RUNS) -> list[MetricSeries]:
-    """Each charted metric over the collection's last finished runs, oldest first."""
+    """Each charted metric over the collection's last finished runs, oldest first.
+
+    Re-runs of failed cases are left out: they run only what failed, so their rates say
+    nothing about the collection. The pass rate is counted by case: a case repeated five
+    times is one case, passed only when every repetition passed (as the run page calls it
+    passed, not flaky), so repeats weigh no more than a single run."""
     recent = list(
         collection.runs.filter(status=RunStatus.DONE)
         .order_by("-created_at", "-pk")
-        .values_list("pk", "metrics")[:runs]
+        .values_list("pk", "metrics", "repeat", "rerun_of_id")[:runs]
     )
     recent.reverse()
+    left_out = [run_id for run_id, _, _, rerun_of in recent if rerun_of is not None]
+    charted = [row for row in recent if row[3] is None]
+    by_case = case_pass_rates(run_ids=[run_id for run_id, _, repeat, _ in charted if repeat > 1])
     series = []
     for key, label in CHARTED_METRICS:
         points = []
-        for run_id, metrics in recent:
-            value = (metrics or {}).get(key)
+        for run_id, metrics, _, _ in charted:
+            value = by_case.get(run_id) if key == "pass_rate" and run_id in by_case else None
+            if value is None:
+                value = (metrics or {}).get(key)
             points.append((run_id, float(value) if isinstance(value, (int, float)) else None))
-        series.append(MetricSeries(key=key, label=label, points=points))
+        series.append(MetricSeries(key=key, label=label, points=points, left_out=left_out))
     return series
+
+
+def case_pass_rates(*, run_ids: list[int]) -> dict[int, float]:
+    """Share of each run's cases that passed every repetition (one grouped query)."""
+    if not run_ids:
+        return {}
+    cases: dict[int, list[int]] = {}  # run id -> [cases, cases that passed every time]
+    rows = (
+        CaseResult.objects.filter(run_id__in=run_ids)
+        .values("run_id", "case_id")
+        .annotate(failures=Count("pk", filter=Q(passed=False)))
+        .order_by()
+        .values_list("run_id", "failures")
+    )
+    for run_id, failures in rows:
+        counts = cases.setdefault(run_id, [0, 0])
+        counts[0] += 1
+        counts[1] += int(failures == 0)
+    return {run_id: round(passed / total, 4) for run_id, (total, passed) in cases.items()}
 
 
 # --- runs ----------------------------------------------------------------------------------
@@ -300,7 +330,8 @@ class CaseLine:
 
 @dataclass
 class RunComparison:
-    previous: CaseRun | None
+    previous: CaseRun | None  # the run compared with
+    why: str = ""  # chosen | rerun_of | previous: how the run compared with was found
     regressed: list[str] = field(default_factory=list)
     fixed: list[str] = field(default_factory=list)
     still_failing: list[str] = field(default_factory=list)
@@ -364,8 +395,9 @@ class RunView:
         return max(self.run.total - self.run.done, 0)
 
 
-def run_results(*, run: CaseRun) -> RunView:
-    """A run's results grouped by case (failures first) and compared with the run before."""
+def run_results(*, run: CaseRun, baseline: CaseRun | None = None) -> RunView:
+    """A run's results grouped by case (failures first), compared with `baseline` (a run the
+    person picked), else with the run it re-ran, else the previous one of its suite and mode."""
     results = (
         run.results.select_related("case")
         .defer("sections", "case__assertions", "case__provided_entities", "case__cleanup")
@@ -380,31 +412,93 @@ def run_results(*, run: CaseRun) -> RunView:
     return RunView(
         run=run,
         lines=ordered,
-        comparison=run_comparison(run=run, lines=ordered),
+        comparison=run_comparison(run=run, lines=ordered, baseline=baseline),
         gaps=run_gaps(results=(result for line in ordered for result in line.results)),
     )
 
 
+_BASELINE_FIELDS = ("pk", "created_at", "passed", "failed", "done", "total", "status", "mode",
+                    "repeat", "suite_id", "rerun_of_id", "collection_id")  # fmt: skip
+FINISHED = (RunStatus.DONE, RunStatus.CANCELLED, RunStatus.FAILED)
+# How many other runs the comparison's select offers (newest first).
+COMPARABLE_RUNS = 50
+
+
 def previous_finished_run(*, run: CaseRun) -> CaseRun | None:
-    """The last finished run of the same collection and suite that started before this one."""
+    """The last run that finished (done) of the same collection, suite and mode, started
+    before this one, that ran them all: re-runs of failed cases are only part of a suite."""
     return (
         CaseRun.objects.filter(collection_id=run.collection_id, status=RunStatus.DONE)
         .filter(Q(suite__isnull=True) if run.suite_id is None else Q(suite_id=run.suite_id))
+        .filter(mode=run.mode, rerun_of__isnull=True)
         .filter(Q(created_at__lt=run.created_at) | Q(created_at=run.created_at, pk__lt=run.pk))
         .exclude(pk=run.pk)
-        .only("pk", "created_at", "passed", "failed", "done", "status", "collection_id")
+        .select_related("suite")
+        .only(*_BASELINE_FIELDS, "suite__name")
         .order_by("-created_at", "-pk")
         .first()
     )
 
 
-def run_comparison(*, run: CaseRun, lines: list[CaseLine]) -> RunComparison:
+def default_baseline(*, run: CaseRun) -> tuple[CaseRun | None, str]:
+    """What a run is compared with unless the person picks: the run whose failed cases it
+    re-ran (fixed or still failing is the question), else the previous run of its suite and
+    mode. With the reason, for the page to say."""
+    if run.rerun_of_id is not None:
+        original = (
+            CaseRun.objects.filter(pk=run.rerun_of_id, status__in=FINISHED)
+            .select_related("suite")
+            .only(*_BASELINE_FIELDS, "suite__name")
+            .first()
+        )
+        if original is not None:
+            return original, "rerun_of"
     previous = previous_finished_run(run=run)
-    comparison = RunComparison(previous=previous)
-    if previous is None:
+    return previous, "previous" if previous is not None else ""
+
+
+def comparable_runs(*, run: CaseRun, chosen: CaseRun | None = None) -> list[CaseRun]:
+    """The other finished runs of the collection that ran at least one case, which a person
+    may compare with, newest first (the chosen one included even when it is older than the
+    newest COMPARABLE_RUNS)."""
+    runs = list(
+        CaseRun.objects.filter(collection_id=run.collection_id, status__in=FINISHED, done__gt=0)
+        .exclude(pk=run.pk)
+        .select_related("suite")
+        .only(*_BASELINE_FIELDS, "suite__name")
+        .order_by("-created_at", "-pk")[:COMPARABLE_RUNS]
+    )
+    if chosen is not None and all(other.pk != chosen.pk for other in runs):
+        runs.append(chosen)
+    return runs
+
+
+def comparable_run(*, run: CaseRun, run_id: int) -> CaseRun | None:
+    """Another finished run of the same collection that ran a case, or None."""
+    return (
+        CaseRun.objects.filter(
+            collection_id=run.collection_id, status__in=FINISHED, done__gt=0, pk=run_id
+        )
+        .exclude(pk=run.pk)
+        .select_related("suite")
+        .only(*_BASELINE_FIELDS, "suite__name")
+        .first()
+    )
+
+
+def run_comparison(
+    *, run: CaseRun, lines: list[CaseLine], baseline: CaseRun | None = None
+) -> RunComparison:
+    """Each case of the run against the run compared with. A case counts as passed in a run
+    when every repetition passed; a case the other run did not run is "new"."""
+    why = "chosen"
+    if baseline is None:
+        baseline, why = default_baseline(run=run)
+    comparison = RunComparison(previous=baseline, why=why)
+    if baseline is None:
         return comparison
     before: dict[str, bool] = {}
-    for case_id, passed in previous.results.values_list("case__case_id", "passed"):
+    for case_id, passed in baseline.results.values_list("case__case_id", "passed"):
         before[case_id] = before.get(case_id, True) and passed
     for line in lines:
         case_id = line.case.case_id

@@ -43,7 +43,7 @@ from triage.models import (
     RunnerEvent,
     ToolPolicy,
 )
-from triage.storable import replace_unstorable_text, storable_fields
+from triage.storable import first_non_finite_number, replace_unstorable_text, storable_fields
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +97,9 @@ def collection_create(
             name=name,
             title=title,
             base_url=base_url,
-            allowed_hosts=allowed_hosts if allowed_hosts is not None else _host_of(base_url),
+            allowed_hosts=allowed_hosts
+            if allowed_hosts is not None
+            else default_allowed_hosts(base_url),
             auth_profile=auth_profile or {},
             mutations_allowed=mutations_allowed,
         )
@@ -271,10 +273,11 @@ def parse_spec(spec_text: str) -> dict[str, Any]:
     )
 
 
-def _host_of(url: str) -> list[str]:
+def default_allowed_hosts(base_url: str) -> list[str]:
+    """The hosts execute cases may call when nobody listed any: the base URL's host."""
     from urllib.parse import urlsplit
 
-    host = urlsplit(url).hostname if url else None
+    host = urlsplit(base_url).hostname if base_url else None
     return [host] if host else []
 
 
@@ -526,6 +529,11 @@ def _refuse_unstorable(case_id: str, values: dict[str, Any]) -> None:
         raise engine.CaseSpecError(
             replaced[0], "holds U+0000 (NUL) or a lone surrogate, which cannot be stored"
         )
+    for name, value in values.items():
+        if isinstance(value, (dict, list)) and (where := first_non_finite_number(value, path=name)):
+            raise engine.CaseSpecError(
+                where, "is NaN or Infinity, which cannot be stored: give a number"
+            )
 
 
 def suite_save(

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent
 from django.core.files.uploadhandler import FileUploadHandler, SkipFile
 from django.http import HttpRequest
 
@@ -64,3 +65,13 @@ def limit_spec_upload(request: HttpRequest, *, limit: int) -> SpecUploadLimit:
     handler = SpecUploadLimit(request, limit=limit)
     request.upload_handlers = [handler, *request.upload_handlers]
     return handler
+
+
+def form_fields_too_big(request: HttpRequest) -> bool:
+    """Parse the body now; True when its fields other than files (a pasted spec) pass
+    ``DATA_UPLOAD_MAX_MEMORY_SIZE``, which Django would answer with a bare 400 page."""
+    try:
+        request.POST  # noqa: B018 (parsing is the point)
+    except (RequestDataTooBig, TooManyFieldsSent):
+        return True
+    return False

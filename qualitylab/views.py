@@ -31,6 +31,7 @@ from qualitylab.forms import (
     CasesImportForm,
     CollectionCreateForm,
     CollectionSettingsForm,
+    RunCompareForm,
     RunStartForm,
     SpecSourceForm,
     SuiteForm,
@@ -106,6 +107,10 @@ def collection_create(request: HttpRequest) -> HttpResponse:
         form.refuse_spec(refusal)
         return _render_home(request, form, status=413)
     limit = uploads.limit_spec_upload(request, limit=services.max_spec_bytes())
+    if uploads.form_fields_too_big(request):
+        form = CollectionCreateForm()
+        form.refuse_paste()
+        return _render_home(request, form, status=413)
     return _collection_create(request, limit)
 
 
@@ -225,6 +230,11 @@ def collection_spec(request: HttpRequest, name: str) -> HttpResponse:
         context = {"collection": collection, "form": form}
         return render(request, "qualitylab/spec_form.html", context, status=413)
     limit = uploads.limit_spec_upload(request, limit=services.max_spec_bytes())
+    if request.method == "POST" and uploads.form_fields_too_big(request):
+        form = SpecSourceForm()
+        form.refuse_paste()
+        context = {"collection": collection, "form": form}
+        return render(request, "qualitylab/spec_form.html", context, status=413)
     return _collection_spec(request, collection, limit)
 
 
@@ -275,7 +285,9 @@ def collection_settings(request: HttpRequest, name: str) -> HttpResponse:
                 collection=collection,
                 title=data["title"],
                 base_url=data["base_url"],
-                allowed_hosts=data["allowed_hosts"] or [],
+                # Empty: the base URL's host, as the field's help says.
+                allowed_hosts=data["allowed_hosts"]
+                or services.default_allowed_hosts(data["base_url"]),
                 auth_profile=form.auth_profile(),
                 mutations_allowed=data["mutations_allowed"],
             )
@@ -608,8 +620,21 @@ def run_page(request: HttpRequest, run_id: int) -> HttpResponse:
         response = HttpResponseStopPolling(content)
         response["HX-Refresh"] = "true"
         return response
-    context["view"] = selectors.run_results(run=run)
-    return render(request, "qualitylab/run.html", context)
+    form = RunCompareForm(request.GET)
+    baseline = None
+    if form.is_valid() and form.cleaned_data["compare"]:
+        baseline = selectors.comparable_run(run=run, run_id=form.cleaned_data["compare"])
+        if baseline is None:
+            form.add_error(
+                "compare",
+                gettext("Run #%(run)s is not another finished run of %(collection)s.")
+                % {"run": form.cleaned_data["compare"], "collection": run.collection.name},
+            )
+    view = selectors.run_results(run=run, baseline=baseline)
+    context["view"] = view
+    context["compare_form"] = form
+    context["comparable"] = selectors.comparable_runs(run=run, chosen=view.comparison.previous)
+    return render(request, "qualitylab/run.html", context, status=400 if form.errors else 200)
 
 
 @require_POST

@@ -74,41 +74,51 @@ class TriageFilterForm(forms.Form):
     DEFAULTS = {"window": "24h", "status": ACTIVE, "source": PRODUCTION, "sort": "count"}
 
     window = forms.ChoiceField(
+        label=gettext_lazy("Window"),
         choices=[*WINDOW_CHOICE_LABELS.items(), ("custom", pgettext_lazy("window", "custom"))],
         required=False,
     )
     since = forms.DateTimeField(
-        required=False, widget=forms.DateTimeInput(attrs={"type": "datetime-local"})
+        label=gettext_lazy("From"),
+        required=False,
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
     )
     until = forms.DateTimeField(
-        required=False, widget=forms.DateTimeInput(attrs={"type": "datetime-local"})
+        label=gettext_lazy("Until"),
+        required=False,
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
     )
-    collection = forms.CharField(required=False, max_length=COLLECTION_NAME_MAX_LENGTH)
-    source = forms.ChoiceField(
+    collection = forms.CharField(
+        label=gettext_lazy("Collection"), required=False, max_length=COLLECTION_NAME_MAX_LENGTH
+    )
+    source = forms.ChoiceField(label=gettext_lazy("Source"), 
         choices=[(PRODUCTION, gettext_lazy("production (not Quality Lab)")),
                  (ANY_SOURCE, gettext_lazy("any source")),
                  *((value, value) for value in taxonomy.SOURCES)],
         required=False,
     )  # fmt: skip
-    tool = forms.CharField(required=False, max_length=200)
+    tool = forms.CharField(label=gettext_lazy("Tool"), required=False, max_length=200)
     lane = forms.ChoiceField(
-        choices=_choices(taxonomy.LANES, gettext_lazy("any lane")), required=False
+        label=gettext_lazy("Lane"),
+        choices=_choices(taxonomy.LANES, gettext_lazy("any lane")),
+        required=False,
     )
-    status = forms.ChoiceField(
+    status = forms.ChoiceField(label=gettext_lazy("Status"), 
         choices=[(ACTIVE, gettext_lazy("open, ack'd, regressed")),
                  ("all", gettext_lazy("any status")), *GroupStatus.choices],
         required=False,
     )  # fmt: skip
     execution_state = forms.ChoiceField(
+        label=gettext_lazy("Execution state"),
         choices=_choices(taxonomy.EXECUTION_STATES, gettext_lazy("any execution state")),
         required=False,
     )
     q = forms.CharField(required=False, max_length=200, label=gettext_lazy("search"))
     # Exact stage and reason: the link "all N groups" of a reason row narrows to that row.
-    stage = forms.CharField(required=False, max_length=64)
-    reason = forms.CharField(required=False, max_length=100)
+    stage = forms.CharField(label=gettext_lazy("Stage"), required=False, max_length=64)
+    reason = forms.CharField(label=gettext_lazy("Reason"), required=False, max_length=100)
 
-    sort = forms.ChoiceField(
+    sort = forms.ChoiceField(label=gettext_lazy("Sort"), 
         choices=[("count", gettext_lazy("sort: count")), ("trend", gettext_lazy("sort: trend")),
                  ("last_seen", gettext_lazy("sort: last seen")),
                  ("first_seen", gettext_lazy("sort: first seen")),
@@ -246,8 +256,8 @@ class GroupRecordsForm(forms.Form):
     """The group page's URL: which page of records (a keyset cursor from its own links),
     and the triage view the person came from."""
 
-    before = forms.CharField(required=False, max_length=80)
-    back = forms.CharField(required=False, max_length=1000)
+    before = forms.CharField(label=gettext_lazy("Older than"), required=False, max_length=80)
+    back = forms.CharField(label=gettext_lazy("Triage view"), required=False, max_length=1000)
 
     def clean_back(self) -> str:
         return triage_back_query(self.cleaned_data.get("back") or "")
@@ -346,8 +356,29 @@ class BulkActionForm(GroupActionForm):
 
 
 class ReconcileForm(forms.Form):
-    finding = forms.ChoiceField(choices=ReconciliationFinding.choices, widget=forms.RadioSelect)
-    note = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), max_length=4000)
+    """What reconciling found. Recorded in two steps: the first post asks to confirm what the
+    finding will mean for the next run; `step=confirm` records it, `step=edit` goes back."""
+
+    STEP_CONFIRM = "confirm"
+    STEP_EDIT = "edit"
+
+    finding = forms.ChoiceField(
+        label=gettext_lazy("Finding"),
+        choices=ReconciliationFinding.choices,
+        widget=forms.RadioSelect,
+    )
+    note = forms.CharField(
+        label=gettext_lazy("Note"), widget=forms.Textarea(attrs={"rows": 2}), max_length=4000
+    )
+    # The finding this one corrects (a correction of an earlier reconciliation).
+    corrects = forms.IntegerField(
+        label=gettext_lazy("Corrects"), required=False, min_value=1, max_value=MAX_ID
+    )
+    step = forms.ChoiceField(
+        label=gettext_lazy("Step"),
+        choices=[("", ""), (STEP_CONFIRM, STEP_CONFIRM), (STEP_EDIT, STEP_EDIT)],
+        required=False,
+    )
 
 
 class ToolPolicyForm(forms.ModelForm):
@@ -396,27 +427,33 @@ class ToolPolicyForm(forms.ModelForm):
 class IngestionQueryForm(forms.Form):
     """The ingestion page's URL: a page of the ledger and the batch shown in detail."""
 
-    before = forms.IntegerField(required=False, min_value=1, max_value=MAX_ID)
-    batch = forms.IntegerField(required=False, min_value=1, max_value=MAX_ID)
+    before = forms.IntegerField(
+        label=gettext_lazy("Older than batch"), required=False, min_value=1, max_value=MAX_ID
+    )
+    batch = forms.IntegerField(
+        label=gettext_lazy("Batch"), required=False, min_value=1, max_value=MAX_ID
+    )
 
 
 class PolicyQueryForm(forms.Form):
     """The tool-policy page's URL: text a collection or tool contains."""
 
-    q = forms.CharField(required=False, max_length=200)
+    q = forms.CharField(label=gettext_lazy("Search"), required=False, max_length=200)
 
     def clean_q(self) -> str:
         return search_text(self.cleaned_data.get("q") or "")
 
 
 class ApiKeyCreateForm(forms.Form):
-    name = forms.SlugField(max_length=100)
+    name = forms.SlugField(label=gettext_lazy("Name"), max_length=100)
     owner = forms.CharField(
+        label=gettext_lazy("Owner"),
         max_length=100,
         required=False,
         help_text=gettext_lazy("Idempotency namespace; defaults to the name."),
     )
     scopes = forms.MultipleChoiceField(
+        label=gettext_lazy("Scopes"),
         choices=[("ingest", "ingest"), ("read", "read")],
         widget=forms.CheckboxSelectMultiple,
         initial=["ingest"],
@@ -434,7 +471,7 @@ RUNBOOK_SCOPE_EVERY = "every"
 class RunbookForm(forms.Form):
     """A runbook link (http or https only: it is rendered as a link) and a short note."""
 
-    subject = forms.ChoiceField(choices=RunbookSubject.choices)
+    subject = forms.ChoiceField(label=gettext_lazy("Subject"), choices=RunbookSubject.choices)
     scope = forms.ChoiceField(
         choices=[(RUNBOOK_SCOPE_COLLECTION, _("this collection only")),
                  (RUNBOOK_SCOPE_EVERY, _("every collection"))],

@@ -35,6 +35,15 @@ _LANE_ACTIONS = {
 UNMAPPED_OPERATOR_ACTION = "investigate_unmapped_reason"
 
 
+def most_cautious_lane(*lanes: str) -> str:
+    """Of several verdicts on one run, the one that restricts automation most ("" if none).
+
+    A page shows one verdict per row: a retry_safe lane beside evidence that a retry may
+    repeat the work would be two answers, and the reader would pick the wrong one."""
+    known = [lane for lane in lanes if lane in _LANE_SAFETY]
+    return max(known, key=_LANE_SAFETY.__getitem__) if known else ""
+
+
 @dataclass(frozen=True)
 class ToolFacts:
     """What the desk knows about the tool that failed (from its ToolPolicy, or defaults)."""

@@ -14,6 +14,10 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy
 
 from triage import taxonomy
+from triage.lanes import most_cautious_lane
+
+# Execution states whose outcome nobody knows yet: the work may or may not have happened.
+UNCERTAIN_STATES = ("started_unknown", "partially_completed")
 
 _LANE_CHOICES = [(lane, lane) for lane in taxonomy.LANES]
 _STATE_CHOICES = [(state, state) for state in taxonomy.EXECUTION_STATES]
@@ -434,6 +438,21 @@ class Receipt(models.Model):
     def __str__(self) -> str:
         return f"{self.tool_run_id} {self.tool} {self.result}"
 
+    @property
+    def verdict(self) -> str:
+        """The one lane a page shows for the run: its own, raised to what the row itself
+        calls for. Uncertain work that may have written is never retried blind (at least
+        reconcile_first); a failed external write without an idempotency key cannot be
+        looked up, only investigated. A plain success has no lane and gets none."""
+        if not self.lane:
+            return ""
+        floors = [self.lane]
+        if self.execution_state in UNCERTAIN_STATES and self.side_effect != "read":
+            floors.append("reconcile_first")
+        if self.side_effect == "external_write" and not self.idempotency_key:
+            floors.append("manual_investigation")
+        return most_cautious_lane(*floors)
+
 
 class AuditEvent(models.Model):
     """An outbound call the runtime's own audit observed; used to check receipts' claims."""
@@ -539,9 +558,25 @@ class Reconciliation(models.Model):
     note = models.TextField()
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(default=timezone.now)
+    # The finding this one corrects: history is never rewritten, a correction is a new row.
+    # One-to-one: each finding is corrected at most once, so the history is a single line.
+    corrects = models.OneToOneField(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="corrected_by",
+    )
 
     class Meta:
         ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["receipt"],
+                condition=models.Q(corrects__isnull=True),
+                name="reconciliation_first_finding_once",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.receipt_id}: {self.finding}"

@@ -331,9 +331,11 @@ def check_url(
     for address in addresses:
         refusal = address_refusal(address)
         if refusal is not None and not allowance.allows(host, address):
+            kind = refusal.replace("_", "-")
+            article = "an" if kind[0] in "aeiou" else "a"
             raise OutboundRefused(
                 "address_not_allowed",
-                f"host {label} resolves to {address}, a {refusal.replace('_', '-')} address",
+                f"host {label} resolves to {address}, {article} {kind} address",
                 evidence={"host": label, "address": str(address), "address_class": refusal},
             )
     return Target(url=url, scheme=scheme, host=host, port=port, addresses=addresses)

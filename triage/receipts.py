@@ -4,11 +4,14 @@ Four questions, each answered with a bounded number of queries whatever the tabl
 which uncertain work still waits for someone to reconcile it, which receipts contradict
 other evidence, which operations burned through their retry budget, and what policy
 blocked. Every list is capped; its total is counted separately when the cap is reached.
+Each row shows one verdict (the most cautious lane that applies) and links its run to the
+failure group it belongs to, resolved for the whole page in one query.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -29,16 +32,25 @@ from django.db.models import (
     Window,
 )
 from django.db.models.functions import Coalesce, Lower
+from django.urls import reverse
 from django.utils import timezone
+from django.utils.http import urlencode
 from django.utils.timesince import timesince
-from django.utils.translation import gettext_lazy
+from django.utils.translation import gettext, gettext_lazy
 
 if TYPE_CHECKING:
     from django_stubs_ext import StrOrPromise
 
 # One definition of "completed-like", shared with how ingest gives receipts their lane.
-from triage.lanes import SUCCESS_RESULTS
-from triage.models import AuditEvent, Receipt, Reconciliation, ToolPolicy
+from triage.lanes import SUCCESS_RESULTS, most_cautious_lane
+from triage.models import (
+    AuditEvent,
+    FailureGroup,
+    Receipt,
+    Reconciliation,
+    ReconciliationFinding,
+    ToolPolicy,
+)
 from triage.selectors import awaiting_reconciliation
 
 COMPLETED_RESULTS = tuple(sorted(SUCCESS_RESULTS))
@@ -72,6 +84,79 @@ def _receipt_rows(queryset: QuerySet[Receipt]) -> QuerySet[Receipt]:
 def _completed_like() -> Q:
     """Needs the `result_lower` alias; results are codes the runtimes spell as they like."""
     return Q(execution_state="completed", result_lower__in=COMPLETED_RESULTS)
+
+
+# --- links from a run to its failure group -------------------------------------------------
+
+# Groups read to resolve the links of one page (newest first); a page shows at most a few
+# hundred runs, of far fewer tools.
+GROUP_LINK_SCAN = 2000
+
+
+@dataclass(frozen=True)
+class GroupLink:
+    url: str
+    title: str  # what the link opens, for its tooltip
+
+
+# A run as the links know it: (collection, tool, the codes that may name its group's reason).
+RunKey = tuple[str, str, tuple[str, ...]]
+
+
+def run_key(receipt: Any) -> RunKey:
+    codes = tuple(code for code in (receipt.reason, receipt.code) if code)
+    return (receipt.collection, receipt.tool, codes)
+
+
+def group_links(keys: Iterable[RunKey]) -> dict[RunKey, GroupLink]:
+    """Where each run's failures are triaged, in one query for the whole page.
+
+    Receipts carry no group: a run's group is the one of its collection and tool whose
+    reason is the receipt's reason or code, else the tool's only group there. When the tool
+    has several groups and none matches, the link opens the triage page filtered to the
+    tool, over 30 days, every status and source, where those groups are listed.
+    """
+    wanted = set(keys)
+    if not wanted:
+        return {}
+    groups: dict[tuple[str, str], list[tuple[int, str]]] = {}
+    rows = (
+        FailureGroup.objects.filter(
+            collection__in={key[0] for key in wanted}, tool__in={key[1] for key in wanted}
+        )
+        .order_by("-last_seen", "-pk")
+        .values_list("pk", "collection", "tool", "reason")[:GROUP_LINK_SCAN]
+    )
+    for pk, collection, tool, reason in rows:
+        groups.setdefault((collection, tool), []).append((pk, reason))
+    links = {}
+    for key in wanted:
+        collection, tool, codes = key
+        candidates = groups.get((collection, tool), [])
+        matching = [pk for pk, reason in candidates if reason in codes]
+        if not matching and len(candidates) == 1:
+            matching = [candidates[0][0]]
+        if matching:
+            links[key] = GroupLink(
+                url=reverse("triage:group", args=[matching[0]]),
+                title=gettext("the failure group of %(tool)s") % {"tool": tool},
+            )
+            continue
+        query = {"tool": tool, "window": "30d", "status": "all", "source": "any"}
+        if collection:
+            query["collection"] = collection
+        links[key] = GroupLink(
+            url=f"{reverse('triage:home')}?{urlencode(query)}",
+            title=gettext("the failure groups of %(tool)s (no single group matches this run)")
+            % {"tool": tool},
+        )
+    return links
+
+
+def _linked(rows: Iterable[Any], links: dict[RunKey, GroupLink]) -> None:
+    """Attach `group_link` to rows that carry a receipt (in place)."""
+    for row in rows:
+        row.group_link = links.get(run_key(row))
 
 
 # --- tool policies ------------------------------------------------------------------------
@@ -136,7 +221,7 @@ def receipt_awaits_reconciliation(*, receipt: Receipt) -> bool:
 
 @dataclass(frozen=True)
 class QueueItem:
-    receipt: Any  # a Receipt annotated with `occurred`
+    receipt: Any  # a Receipt annotated with `occurred` and `group_link`
     lookup: str  # how the tool's policy says to find the operation by its key, if it says
     waited: str  # "2 hours": one unit is enough to see what is old
 
@@ -145,16 +230,83 @@ class QueueItem:
         return self.receipt.occurred
 
     @property
+    def verdict(self) -> str:
+        """At least reconcile_first unless the tool only reads (Receipt.verdict)."""
+        return str(self.receipt.verdict)
+
+    @property
     def blocks_retry(self) -> bool:
         """reconcile_first work is never retried before someone knows what happened."""
-        return self.receipt.lane == "reconcile_first"
+        return self.verdict in ("reconcile_first", "manual_investigation")
+
+
+# What a finding means for the next run, as the page says it.
+FINDING_CONSEQUENCES: dict[str, Any] = {
+    ReconciliationFinding.APPLIED: gettext_lazy(
+        "Done remotely: do not retry; treat the run as completed."
+    ),
+    ReconciliationFinding.NOT_APPLIED: gettext_lazy(
+        "Nothing happened remotely: a retry is now safe with the same idempotency key."
+    ),
+    ReconciliationFinding.PARTIALLY_APPLIED: gettext_lazy(
+        "Partly done: do not retry; finish or undo the rest by hand."
+    ),
+}
+NOT_APPLIED_WITHOUT_KEY = gettext_lazy(
+    "Nothing happened remotely: a retry is safe, but give it an idempotency key."
+)
+
+
+def finding_consequence(*, finding: str, receipt: Any) -> str:
+    if finding == ReconciliationFinding.NOT_APPLIED and not receipt.idempotency_key:
+        return str(NOT_APPLIED_WITHOUT_KEY)
+    return str(FINDING_CONSEQUENCES.get(finding, ""))
+
+
+@dataclass(frozen=True)
+class ReconciledRun:
+    """A reconciled run: its current finding and the earlier ones it corrected, newest first."""
+
+    current: Reconciliation
+    earlier: list[Reconciliation]
+
+    @property
+    def receipt(self) -> Any:
+        return self.current.receipt
+
+    @property
+    def consequence(self) -> str:
+        return finding_consequence(finding=self.current.finding, receipt=self.receipt)
 
 
 @dataclass(frozen=True)
 class ReconciliationQueue:
     items: list[QueueItem]
     total: int
-    recent: list[Reconciliation]
+    recent: list[ReconciledRun]
+
+
+def recently_reconciled(*, limit: int = RECENT_RECONCILIATIONS) -> list[ReconciledRun]:
+    """The runs reconciled most recently, each by its current finding (the one nobody
+    corrected), with every earlier finding of the run kept beneath it."""
+    current = list(
+        Reconciliation.objects.filter(corrected_by__isnull=True)
+        .select_related("actor", "receipt")
+        .defer("receipt__extra")
+        .order_by("-created_at", "-pk")[:limit]
+    )
+    earlier: dict[int, list[Reconciliation]] = {}
+    if current:
+        history = (
+            Reconciliation.objects.filter(receipt_id__in=[row.receipt_id for row in current])
+            .exclude(pk__in=[row.pk for row in current])
+            .select_related("actor")
+            .order_by("-created_at", "-pk")[: limit * 10]
+        )
+        for row in history:
+            earlier.setdefault(row.receipt_id, []).append(row)
+    runs = [ReconciledRun(current=row, earlier=earlier.get(row.receipt_id, [])) for row in current]
+    return runs
 
 
 def reconciliation_queue(
@@ -174,27 +326,30 @@ def reconciliation_queue(
             lookup = lookup.replace("{key}", receipt.idempotency_key)
         waited = timesince(receipt.occurred, now, depth=1)
         items.append(QueueItem(receipt=receipt, lookup=lookup, waited=waited))
-    recent = list(
-        Reconciliation.objects.select_related("actor", "receipt")
-        .defer("receipt__extra")
-        .order_by("-created_at", "-pk")[:RECENT_RECONCILIATIONS]
-    )
+    recent = recently_reconciled()
+    reconciled = [run.receipt for run in recent]
+    links = group_links(run_key(receipt) for receipt in [*receipts, *reconciled])
+    _linked([*receipts, *reconciled], links)
     return ReconciliationQueue(items=items, total=total, recent=recent)
 
 
 # --- 2. contradictions --------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass
 class ContradictionRow:
     when: datetime | None
     tool_run_id: str  # or "N runs" for rules about several receipts
     tool: str
     collection: str
     idempotency_key: str
-    lane: str
+    lane: str  # the lane the receipt carries ("" for rules about several receipts)
     claim: str  # what the receipt says
     evidence: str  # what says otherwise
+    reason: str = ""
+    code: str = ""
+    verdict: str = ""  # the one lane the row shows: the most cautious (set by the rule)
+    group_link: GroupLink | None = None
 
 
 @dataclass(frozen=True)
@@ -203,6 +358,9 @@ class ContradictionRule:
     title: StrOrPromise
     why: StrOrPromise  # why it matters, in one line
     rows: Callable[[int], tuple[list[ContradictionRow], int]]
+    # The least cautious lane a run breaking this rule can have: the row's verdict is this
+    # or the receipt's own lane, whichever restricts automation more.
+    floor: str = "reconcile_first"
 
 
 @dataclass(frozen=True)
@@ -380,6 +538,8 @@ def _row(receipt: Any, *, claim: str, evidence: str) -> ContradictionRow:
         lane=receipt.lane,
         claim=claim,
         evidence=evidence,
+        reason=receipt.reason,
+        code=receipt.code,
     )
 
 
@@ -391,6 +551,7 @@ CONTRADICTION_RULES = (
             "A tool's report is a claim: if the call left, a retry may do the work twice."
         ),
         rows=_not_started_rows,
+        floor="reconcile_first",
     ),
     ContradictionRule(
         key="conflicting-completions",
@@ -399,12 +560,14 @@ CONTRADICTION_RULES = (
             "A key must name one operation; a lookup by this key may return the wrong one."
         ),
         rows=_conflicting_completion_rows,
+        floor="manual_investigation",
     ),
     ContradictionRule(
         key="external-write-without-key",
         title=gettext_lazy("External write without an idempotency key"),
         why=gettext_lazy("Uncertain work without a key cannot be reconciled, only guessed at."),
         rows=_external_write_rows,
+        floor="manual_investigation",
     ),
     ContradictionRule(
         key="retryable-policy-blocked",
@@ -413,6 +576,7 @@ CONTRADICTION_RULES = (
             "policy_blocked means stop; a runtime that retries it is working around the policy."
         ),
         rows=_retryable_blocked_rows,
+        floor="policy_blocked",
     ),
 )
 
@@ -421,7 +585,11 @@ def contradictions(*, limit: int = LIST_LIMIT) -> list[ContradictionFindings]:
     findings = []
     for rule in CONTRADICTION_RULES:
         rows, total = rule.rows(limit)
+        for row in rows:
+            row.verdict = most_cautious_lane(row.lane, rule.floor)
         findings.append(ContradictionFindings(rule=rule, rows=rows, total=total))
+    every_row = [row for finding in findings for row in finding.rows]
+    _linked(every_row, group_links(run_key(row) for row in every_row))
     return findings
 
 
@@ -443,6 +611,7 @@ class OverBudget:
     last_run: str
     last_result: str
     last_code: str
+    group_link: GroupLink | None = None
 
 
 @dataclass(frozen=True)
@@ -538,6 +707,12 @@ def operations_over_budget(
             )
         )
     over.sort(key=lambda operation: operation.last_at, reverse=True)
+    keys: list[RunKey] = [(op.collection, op.tool, (op.last_code,)) for op in over]
+    links = group_links(keys)
+    over = [
+        dataclasses.replace(op, group_link=links.get(key))
+        for op, key in zip(over, keys, strict=True)
+    ]
     return RetryBudgetReport(operations=over, since=since, scanned=len(rows), truncated=truncated)
 
 
@@ -555,6 +730,7 @@ def policy_blocks() -> PolicyBlocks:
         _receipt_rows(Receipt.objects.filter(lane="policy_blocked")).order_by("-occurred", "-pk"),
         LIST_LIMIT,
     )
+    _linked(receipts, group_links(run_key(receipt) for receipt in receipts))
     return PolicyBlocks(receipts=receipts, total=total)
 
 

@@ -23,6 +23,7 @@ from django.utils.translation import get_language, gettext, gettext_lazy
 
 from triage import taxonomy
 from triage.models import (
+    UNCERTAIN_STATES,
     FailureGroup,
     FailureGroupBucket,
     FailureGroupDay,
@@ -101,7 +102,6 @@ def rejections_by_code() -> list[RejectionCount]:
 # --- the triage page ------------------------------------------------------------------------
 
 _STATUS_URGENCY = ["regressed", "open", "acknowledged", "muted", "resolved"]
-UNCERTAIN_STATES = ("started_unknown", "partially_completed")
 
 
 class GroupSummary(NamedTuple):

@@ -328,27 +328,45 @@ class ReconcileError(ValueError):
     """The reconciliation cannot be recorded as asked."""
 
 
-def receipt_reconcile(*, receipt: Receipt, actor: Any, finding: str, note: str) -> Reconciliation:
+def receipt_reconcile(
+    *,
+    receipt: Receipt,
+    actor: Any,
+    finding: str,
+    note: str,
+    corrects: Reconciliation | None = None,
+) -> Reconciliation:
     """Record what checking uncertain work found; the receipt then leaves the queue.
 
-    The receipt row is locked so two operators reconciling at once record one finding.
+    With `corrects`, the new finding corrects that earlier one, which must be the receipt's
+    current finding: both stay in the history, the newest is what the page acts on. The
+    receipt row is locked so two operators reconciling at once record one finding, and the
+    database refuses a second first finding or a second correction of the same one.
     """
     if finding not in ReconciliationFinding.values:
         raise ReconcileError(
-            gettext("finding must be one of %(findings)s")
+            gettext("The finding must be one of %(findings)s.")
             % {"findings": ", ".join(ReconciliationFinding.values)}
         )
     if not note.strip():
         raise ReconcileError(gettext("Say what you checked and what you found."))
     with transaction.atomic():
         Receipt.objects.select_for_update().filter(pk=receipt.pk).first()
-        if Reconciliation.objects.filter(receipt=receipt).exists():
+        findings = Reconciliation.objects.filter(receipt=receipt)
+        if corrects is None:
+            if findings.exists():
+                raise ReconcileError(
+                    gettext("%(run)s was already reconciled; correct its finding instead.")
+                    % {"run": receipt.tool_run_id}
+                )
+        elif corrects.receipt_id != receipt.pk:
+            raise ReconcileError(gettext("That finding belongs to another run."))
+        elif findings.filter(corrects=corrects).exists():
             raise ReconcileError(
-                gettext("%(tool_run_id)s was already reconciled.")
-                % {"tool_run_id": receipt.tool_run_id}
+                gettext("Someone corrected that finding already; correct the newest one.")
             )
         return Reconciliation.objects.create(
-            receipt=receipt, actor=actor, finding=finding, note=note.strip()
+            receipt=receipt, actor=actor, finding=finding, note=note.strip(), corrects=corrects
         )
 
 

@@ -21,6 +21,7 @@ of the model its values are written to (the limits are the models' own, never co
 from __future__ import annotations
 
 import functools
+import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import fields as dataclass_fields
@@ -140,6 +141,24 @@ def storable_json(value: Any, *, path: str, replaced: ReplacedPaths) -> Any:
             return items
         return value
     return value
+
+
+def first_non_finite_number(value: Any, *, path: str) -> str | None:
+    """The path of the first NaN or infinity in a JSON value (Python's JSON parser reads
+    ``NaN``, ``Infinity`` and ``1e999``; PostgreSQL's jsonb refuses them), or None.
+    Iterative: the value may be as deep as the nesting limit lets it."""
+    pending: list[tuple[Any, str]] = [(value, path)]
+    while pending:
+        current, where = pending.pop()
+        if isinstance(current, float) and not math.isfinite(current):
+            return where
+        if isinstance(current, Mapping):
+            pending.extend((item, f"{where}.{key}") for key, item in list(current.items())[::-1])
+        elif isinstance(current, (list, tuple)):
+            pending.extend(
+                (item, f"{where}[{i}]") for i, item in reversed(list(enumerate(current)))
+            )
+    return None
 
 
 def storable_value(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from django.contrib import messages
@@ -16,12 +17,30 @@ from django.views.decorators.http import require_POST, require_safe
 from triage import receipts, roles
 from triage.forms import ReconcileForm
 from triage.http import is_partial
-from triage.models import Receipt, ReconciliationFinding
+from triage.models import Receipt, Reconciliation, ReconciliationFinding
 from triage.services import ReconcileError, receipt_reconcile
 
 VIEW_RECEIPTS = "triage.view_receipt"
 PAGE = "triage/receipts.html"
 QUEUE = "triage/receipts.html#queue"
+
+
+@dataclass(frozen=True)
+class PendingFinding:
+    """A finding posted once and not yet confirmed: what the page asks the person to confirm."""
+
+    receipt: Receipt
+    finding: str
+    note: str
+    corrects: Reconciliation | None
+
+    @property
+    def finding_label(self) -> str:
+        return str(ReconciliationFinding(self.finding).label)
+
+    @property
+    def consequence(self) -> str:
+        return receipts.finding_consequence(finding=self.finding, receipt=self.receipt)
 
 
 def _context(request: HttpRequest, **extra: Any) -> dict[str, Any]:
@@ -40,14 +59,19 @@ def _render(
     notice_tag: str = "success",
     form: ReconcileForm | None = None,
     receipt_id: int = 0,
+    corrects_id: int = 0,
+    pending: PendingFinding | None = None,
 ) -> HttpResponse:
-    """The queue alone for htmx, else the whole page; a failed form shows on its own row."""
+    """The queue alone for htmx, else the whole page; a failed form or a finding waiting
+    for confirmation shows on its own row (the queue's, or the reconciled run's)."""
     context = _context(
         request,
         notice=notice,
         notice_tag=notice_tag,
         failed_form=form,
         failed_receipt_id=receipt_id,
+        failed_corrects_id=corrects_id,
+        pending=pending,
     )
     if is_partial(request):
         return render(
@@ -68,25 +92,58 @@ def receipts_page(request: HttpRequest) -> HttpResponse:
 @login_required
 @permission_required(roles.RECONCILE_RECEIPT, raise_exception=True)
 def receipt_reconcile_view(request: HttpRequest, receipt_id: int) -> HttpResponse:
+    """Record a finding, or a correction of the run's current one, after a confirmation."""
     receipt = get_object_or_404(Receipt, pk=receipt_id)
-    if not receipts.receipt_awaits_reconciliation(receipt=receipt):
+    form = ReconcileForm(request.POST)
+    if not form.is_valid():
+        corrects_raw = request.POST.get("corrects", "")
+        return _render(
+            request,
+            form=form,
+            receipt_id=receipt.pk,
+            corrects_id=int(corrects_raw) if corrects_raw.isdigit() else 0,
+            notice=gettext("Nothing was recorded: choose what the remote side did and say why."),
+            notice_tag="error",
+        )
+    data = form.cleaned_data
+    corrects = None
+    if data["corrects"]:
+        corrects = Reconciliation.objects.filter(pk=data["corrects"], receipt=receipt).first()
+        if corrects is None:
+            notice = gettext("That finding is not one of %(run)s's; nothing was recorded.") % {
+                "run": receipt.tool_run_id
+            }
+            return _done(request, notice=notice, level=messages.WARNING)
+    elif not receipts.receipt_awaits_reconciliation(receipt=receipt):
         notice = gettext("%(run)s is not waiting for reconciliation; nothing was recorded.") % {
             "run": receipt.tool_run_id
         }
         return _done(request, notice=notice, level=messages.WARNING)
-    form = ReconcileForm(request.POST)
-    if not form.is_valid():
-        return _render(request, form=form, receipt_id=receipt.pk)
+    if data["step"] == ReconcileForm.STEP_EDIT:
+        return _render(
+            request, form=form, receipt_id=receipt.pk, corrects_id=corrects.pk if corrects else 0
+        )
+    if data["step"] != ReconcileForm.STEP_CONFIRM:
+        pending = PendingFinding(
+            receipt=receipt, finding=data["finding"], note=data["note"], corrects=corrects
+        )
+        return _render(request, pending=pending)
     try:
         reconciliation = receipt_reconcile(
             receipt=receipt,
             actor=request.user,
-            finding=form.cleaned_data["finding"],
-            note=form.cleaned_data["note"],
+            finding=data["finding"],
+            note=data["note"],
+            corrects=corrects,
         )
     except ReconcileError as exc:
         return _done(request, notice=str(exc), level=messages.WARNING)
-    notice = gettext("%(run)s reconciled (%(finding)s).") % {
+    template = (
+        gettext("%(run)s: finding corrected to %(finding)s.")
+        if corrects
+        else gettext("%(run)s reconciled (%(finding)s).")
+    )
+    notice = template % {
         "run": receipt.tool_run_id,
         "finding": reconciliation.get_finding_display(),
     }

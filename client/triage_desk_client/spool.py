@@ -43,6 +43,11 @@ SEGMENT_SUFFIX = ".seg"
 ACK_SUFFIX = ".ack"
 _CREATING_SUFFIX = ".new"
 _READ_CHUNK = 1 << 20
+_BATCH_CHUNK = 64 << 10  # read_batch's reads: their split is one step of C work
+# The longest stretch of pure-Python work a sender does before it lets other threads run
+# (see Slices): report() in the caller's thread waits for the interpreter at most this long
+# behind it, instead of up to the interpreter's switch interval (5 ms).
+SLICE_SECONDS = 20e-6
 
 
 def frame(payload: bytes) -> bytes:
@@ -60,6 +65,29 @@ def unframe(line: bytes) -> bytes | None:
         return None
     payload = line[8:]
     return payload if zlib.crc32(payload) == checksum else None
+
+
+# os.sched_yield() releases the GIL around a syscall of a microsecond or two; time.sleep(0)
+# does too, but sleeps for the kernel's timer slack (50-100 µs on Linux).
+_hand_over = getattr(os, "sched_yield", None) or (lambda: time.sleep(0))
+
+
+class Slices:
+    """Cuts a sender's CPU work into short slices: ``tick()`` between two steps hands the
+    interpreter (the GIL) to other threads once ``SLICE_SECONDS`` have passed since the
+    last hand-over. CPython otherwise lets a thread that never blocks keep it for its
+    whole switch interval (``sys.getswitchinterval()``, 5 ms), which a library must not
+    change for the process; the caller's ``report()`` would wait behind each batch."""
+
+    __slots__ = ("_until",)
+
+    def __init__(self) -> None:
+        self._until = time.perf_counter() + SLICE_SECONDS
+
+    def tick(self) -> None:
+        if time.perf_counter() >= self._until:
+            _hand_over()  # releases the GIL: a thread waiting for it runs now
+            self._until = time.perf_counter() + SLICE_SECONDS
 
 
 @dataclass(eq=False)
@@ -210,19 +238,22 @@ class Spool:
         self, segment: Segment, start: int, end: int, max_items: int, max_bytes: int
     ) -> Batch:
         """Records of `segment` from byte `start` (a record boundary) up to `end`, at most
-        `max_items` of them and about `max_bytes` (at least one). Sender only, no lock."""
+        `max_items` of them and about `max_bytes` (at least one). Sender only, no lock.
+        Checking the records is cut in slices (`Slices`), so other threads run meanwhile."""
         batch = Batch(segment=segment, start=start, end=start, payloads=[], ends=[])
         total = 0
+        slices = Slices()
         while batch.end < end and len(batch.payloads) < max_items and total < max_bytes:
             position = batch.end
-            chunk = os.pread(segment.fd, min(_READ_CHUNK, end - position), position)
-            cut = chunk.rfind(b"\n")
-            if cut < 0 and len(chunk) < end - position:  # one record longer than a chunk
-                chunk = os.pread(segment.fd, end - position, position)
+            for size in (_BATCH_CHUNK, _READ_CHUNK, end - position):  # a record longer
+                chunk = os.pread(segment.fd, min(size, end - position), position)  # than one
                 cut = chunk.rfind(b"\n")
+                if cut >= 0 or len(chunk) >= end - position:
+                    break
             if cut < 0:
                 break
             for line in chunk[:cut].split(b"\n"):
+                slices.tick()
                 batch.end += len(line) + 1
                 payload = unframe(line)
                 if payload is None:

@@ -10,6 +10,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext, ngettext
 
+from learning.gate import evidence_text
 from learning.models import SuggestionStatus
 
 register = template.Library()
@@ -68,14 +69,7 @@ def short_hash(value: str) -> str:
 # The promotion gate's checks, written from their numbers in the reader's language
 # (learning/gate.py stores the same sentence in English as "detail").
 _GATE_TEXTS: dict[str, Callable[[dict[str, Any]], str]] = {
-    "repeated_success": lambda p: (
-        ngettext(
-            "%(observations)d successful observation (needs %(needed)d)",
-            "%(observations)d successful observations (needs %(needed)d)",
-            p["observations"],
-        )
-        % p
-    ),
+    "repeated_success": evidence_text,
     "failure_ratio": lambda p: (
         ngettext(
             "%(failures)d of %(total)d recent attempt with this target failed "

@@ -24,13 +24,13 @@ from alerts.sinks import SmtpSink, WebhookReceiver
 from tests.factories import failure_item
 from triage.intake import ingest
 from triage.intake.ingest import BatchCommitted, batch_ingest
-from triage.models import FailureGroup
-from triage.services import group_act
+from triage.models import FailureGroup, RunbookSubject
+from triage.services import group_act, runbook_set
 
 pytestmark = pytest.mark.django_db
 
 PAYLOAD_KEYS = {"rule", "kind", "group", "count", "window_start", "window_end", "first_seen",
-                "sent_at"}  # fmt: skip
+                "runbook", "sent_at"}  # fmt: skip
 GROUP_KEYS = {"id", "stage", "reason", "tool", "collection", "lane", "url"}
 
 
@@ -64,6 +64,7 @@ def test_a_new_group_is_posted_once_signed_with_the_documented_payload(
     assert body["group"]["url"] == f"https://desk.example.com/triage/groups/{group.pk}/"
     assert (body["group"]["stage"], body["group"]["reason"]) == ("execute", "http_5xx")
     assert body["count"] == 2
+    assert body["runbook"] is None  # nobody wrote one
     assert request.delivery == f"{Delivery.objects.get().rule_id}:group:{group.pk}:new"
     delivery = Delivery.objects.get()
     assert (delivery.status, delivery.attempts, delivery.answer_code) == ("sent", 1, "200")
@@ -174,6 +175,37 @@ def test_email_and_slack_channels_receive_the_alert(
     assert f"/triage/groups/{group.pk}/" in request.json()["text"]
     assert set(Delivery.objects.values_list("status", flat=True)) == {"sent"}
     assert Delivery.objects.get(channel=mail).answer_code == "250"
+
+
+def test_an_alert_carries_the_runbooks_operators_wrote_for_its_reason_and_tool(
+    django_capture_on_commit_callbacks: Any,
+    inline_queue: list[Any],
+    webhook: Any,
+    receiver: WebhookReceiver,
+    smtp: SmtpSink,
+    make_rule: Callable[..., Any],
+) -> None:
+    runbook_set(subject=RunbookSubject.REASON, reason="http_5xx", url="https://wiki.example/5xx",
+                note="check the upstream status page", actor=None)  # fmt: skip
+    runbook_set(subject=RunbookSubject.TOOL, collection="shop", tool="getOrderDetail",
+                url="https://wiki.example/orders", note="", actor=None)  # fmt: skip
+    runbook_set(subject=RunbookSubject.TOOL, collection="other", tool="getOrderDetail",
+                url="https://wiki.example/not-this-one", note="", actor=None)  # fmt: skip
+    mail, _ = services.channel_create(name="oncall", kind=ChannelKind.EMAIL,
+                                      target="oncall@example.com")  # fmt: skip
+    make_rule(RuleKind.NEW_GROUP, [webhook, mail], name="with-runbooks")
+    _ingest(django_capture_on_commit_callbacks, failure_item("rb1"))
+
+    [request] = receiver.wait_for(1)
+    assert request.json()["runbook"] == {
+        "reason": {"url": "https://wiki.example/5xx", "note": "check the upstream status page"},
+        "tool": {"url": "https://wiki.example/orders", "note": ""},
+    }
+    [(_, message)] = smtp.wait_for(1)
+    text = message.get_payload()
+    assert "https://wiki.example/5xx (check the upstream status page)" in text
+    assert "https://wiki.example/orders" in text
+    assert "not-this-one" not in text
 
 
 def test_more_than_twenty_matches_send_one_digest(

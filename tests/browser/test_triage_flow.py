@@ -106,6 +106,10 @@ def test_operator_reconciles_an_uncertain_receipt(
     page.check("input[name=finding][value=not_applied]")
     page.fill("textarea[name=note]", "mail log shows no send for invoice 819")
     page.click("button:has-text('Record')")
+    # Nothing is recorded until the operator confirms what the finding will mean.
+    expect(page.locator("form.confirm-finding")).to_contain_text("a retry is now safe")
+    assert not Reconciliation.objects.exists()
+    page.click("button:has-text('Yes, record not_applied')")
     expect(page.locator("text=Recently reconciled")).to_be_visible()
     expect(page.locator("text=mail log shows no send for invoice 819").first).to_be_visible()
     screenshot("receipts-after")

@@ -20,10 +20,12 @@ _ids = itertools.count(1)
 
 
 def attempt_item(item_id: str | None = None, **body: Any) -> dict[str, Any]:
+    """One runtime attempt; each item is its own session unless the test names one."""
+    item_id = item_id or f"la-{next(_ids)}"
     fields: dict[str, Any] = {
         "query": "find refund-ready orders",
         "collection_id": "bo-dev",
-        "session_id": "session-raw-value",
+        "session_id": f"session-raw-value-of-{item_id}",
         "selected_target": "getRefundableOrders",
         "llm_target": "getOrderDetail",
         "plan_tools": ["searchOrders", "getRefundableOrders"],
@@ -32,7 +34,7 @@ def attempt_item(item_id: str | None = None, **body: Any) -> dict[str, Any]:
         "target_selector": {"overrode_llm": True, "reason_codes": ["shape_match"]},
     }
     fields.update(body)
-    return {"type": "learning_attempt", "id": item_id or f"la-{next(_ids)}", "body": fields}
+    return {"type": "learning_attempt", "id": item_id, "body": fields}
 
 
 @pytest.fixture
@@ -99,12 +101,12 @@ def run_cases(
     attempts the run recorded (as the worker and the derivation task would)."""
     from qualitylab import services as lab
 
-    def run(collection: Any, *case_ids: str) -> Any:
+    def run(collection: Any, *case_ids: str, repeat: int = 1) -> Any:
         with (
             mock.patch("qualitylab.tasks.execute_case_run.apply_async"),
             django_capture_on_commit_callbacks(execute=True),
         ):
-            queued = lab.run_start(collection=collection, case_ids=list(case_ids))
+            queued = lab.run_start(collection=collection, case_ids=list(case_ids), repeat=repeat)
         with django_capture_on_commit_callbacks(execute=True):
             done = lab.run_execute(run_id=queued.pk)
         assert done is not None

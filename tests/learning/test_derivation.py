@@ -3,6 +3,7 @@ then the gate decides: suggested, promotable, or promoted by policy."""
 
 from __future__ import annotations
 
+import io
 from typing import Any
 from unittest import mock
 
@@ -239,3 +240,37 @@ def test_with_the_broker_down_attempts_wait_and_the_command_catches_up(
     call_command("learning_derive", stdout=mock.MagicMock())
     assert suggestion().observations == 2
     assert not LearningAttempt.objects.filter(derived_at__isnull=True).exists()
+
+
+# --- distinct evidence ----------------------------------------------------------------------
+
+
+def test_one_session_repeating_itself_is_one_piece_of_evidence(ingest_attempts: Any) -> None:
+    ingest_attempts(*(attempt_item(session_id="one-person") for _ in range(3)))
+    preference = suggestion()
+    assert preference.observations == 3
+    assert (preference.production_observations, preference.production_sessions) == (3, 1)
+    assert preference.status == SuggestionStatus.SUGGESTED
+    ingest_attempts(attempt_item(session_id="another-person"))
+    preference = suggestion()
+    assert preference.production_sessions == 2
+    assert preference.status == SuggestionStatus.PROMOTABLE
+
+
+def test_attempts_without_a_session_count_as_one_session(ingest_attempts: Any) -> None:
+    ingest_attempts(*(attempt_item(session_id=None) for _ in range(4)))
+    preference = suggestion()
+    assert (preference.production_observations, preference.production_sessions) == (4, 1)
+    assert preference.status == SuggestionStatus.SUGGESTED
+
+
+def test_the_gate_command_counts_evidence_again(ingest_attempts: Any) -> None:
+    from django.core.management import call_command
+
+    ingest_attempts(*(attempt_item(session_id="one-person") for _ in range(3)))
+    # As stored before the distinct counts existed: inflated, and promotable on them.
+    Suggestion.objects.update(production_sessions=3, status=SuggestionStatus.PROMOTABLE)
+    call_command("learning_derive", "--gate", stdout=io.StringIO())
+    preference = suggestion()
+    assert preference.production_sessions == 1
+    assert preference.status == SuggestionStatus.SUGGESTED

@@ -13,13 +13,43 @@ from tests.learning.conftest import attempt_item, suggestion
 pytestmark = pytest.mark.django_db
 
 
-def test_two_runs_give_two_observations(shop: Any, run_cases: Any) -> None:
+def test_two_runs_of_one_case_are_two_observations_but_one_piece_of_evidence(
+    shop: Any, run_cases: Any
+) -> None:
     run_cases(shop, "plan-order-detail-chain")
     run_cases(shop, "plan-order-detail-chain")
     preference = suggestion("shop", target="getOrderDetail")
     assert preference.query_family == "show me the order detail"
     assert preference.observations == 2
     assert preference.attempts.count() == 2
+    assert (preference.test_observations, preference.test_cases) == (2, 1)
+    assert (preference.production_observations, preference.production_sessions) == (0, 0)
+    # The same case twice says nothing new: the gate needs two distinct pieces of evidence.
+    assert preference.status == SuggestionStatus.SUGGESTED
+    [check] = [c for c in preference.gate if c["name"] == "repeated_success"]
+    assert not check["passed"]
+    assert check["detail"].startswith("1 distinct piece of evidence: 0 production session(s)")
+
+
+def test_repetitions_do_not_inflate_the_evidence(shop: Any, run_cases: Any) -> None:
+    run_cases(shop, "plan-order-detail-chain", repeat=5)
+    preference = suggestion("shop", target="getOrderDetail")
+    assert preference.observations == 5
+    assert (preference.test_observations, preference.test_cases) == (5, 1)
+    assert preference.distinct_evidence == 1
+    assert preference.status == SuggestionStatus.SUGGESTED
+
+
+def test_a_case_and_a_production_session_together_pass_the_gate(
+    shop: Any, run_cases: Any, ingest_attempts: Any
+) -> None:
+    run_cases(shop, "plan-order-detail-chain")
+    ingest_attempts(
+        attempt_item(collection_id="shop", query="show me the order detail",
+                     selected_target="getOrderDetail", plan_tools=["getOrderDetail"])
+    )  # fmt: skip
+    preference = suggestion("shop", target="getOrderDetail")
+    assert (preference.production_sessions, preference.test_cases) == (1, 1)
     # The demo collection is write-capable: promotable, never promoted without a reviewer.
     assert preference.status == SuggestionStatus.PROMOTABLE
 

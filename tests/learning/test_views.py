@@ -6,9 +6,11 @@ from typing import Any
 
 import pytest
 
+from learning import services
 from learning.models import Decision, Review, Suggestion, SuggestionStatus
 from qualitylab.models import Collection
 from tests.learning.conftest import attempt_item, suggestion
+from triage.intake.ingest import DESK_CHANNEL, DESK_OWNER, batch_ingest
 
 pytestmark = pytest.mark.django_db
 
@@ -228,3 +230,75 @@ def test_an_empty_queue_says_where_suggestions_come_from(client_as: Any) -> None
 
 def test_people_without_a_role_cannot_read_it(client_as: Any) -> None:
     assert client_as("").get(HOME).status_code == 403
+
+
+# --- distinct evidence, production and test apart ------------------------------------------
+
+
+def _lab_attempts(case: str, *, count: int) -> list[dict[str, Any]]:
+    return [
+        attempt_item(session_id=None, source="quality_lab",
+                     quality_lab={"run": 1, "case": case, "repetition": n, "mode": "plan"})
+        for n in range(1, count + 1)
+    ]  # fmt: skip
+
+
+def test_the_pages_show_production_and_test_evidence_apart(
+    client_as: Any, ingest_attempts: Any
+) -> None:
+    # The issue's suggestion: 14 observations, none from production, two cases repeated.
+    outcome = batch_ingest(
+        owner=DESK_OWNER,
+        channel=DESK_CHANNEL,
+        items=[*_lab_attempts("refund-a", count=7), *_lab_attempts("refund-b", count=7)],
+    )
+    assert outcome.all_stored
+    services.suggestions_derive(collection_id=Collection.objects.get(name="bo-dev").pk)
+    preference = suggestion()
+    assert preference.observations == 14
+    assert (preference.test_observations, preference.test_cases) == (14, 2)
+    assert (preference.production_observations, preference.production_sessions) == (0, 0)
+    client = client_as("viewer")
+
+    content = client.get(HOME).content.decode()
+    row = content.split(f'id="suggestion-{preference.pk}"')[1].split("</tbody>")[0]
+    assert "production: 0 sessions" in row
+    assert "Quality Lab: 2 cases" in row and "(14 observations)" in row
+    assert "a production session or a Quality Lab case counts once" in content
+
+    page = client.get(f"/learning/suggestions/{preference.pk}/").content.decode()
+    production = page.split('id="evidence-production">')[1].split("</dd>")[0]
+    test = page.split('id="evidence-test">')[1].split("</dd>")[0]
+    assert "0 runtime sessions" in production
+    assert "2 cases" in test and "14 successful results" in test
+    assert "the gate needs 2" in page
+
+
+def test_the_export_keeps_graph_tool_calls_shape(client_as: Any, ingest_attempts: Any) -> None:
+    ingest_attempts(attempt_item(), attempt_item())
+    exported = suggestion().as_library()
+    assert exported["observations"] == 2
+    assert not {"production_sessions", "test_cases", "distinct_evidence"} & set(exported)
+
+
+def test_a_shadow_delta_of_zero_everywhere_says_promoting_changes_nothing_yet(
+    client_as: Any, ingest_attempts: Any
+) -> None:
+    ingest_attempts(attempt_item(), attempt_item())
+    preference = suggestion()
+    preference.shadow = {"cases": 3, "rank_delta": 0, "improved": 0, "worsened": 0,
+                         "selected_target_changed": 0, "failure_reason_changed": 0}  # fmt: skip
+    preference.save()
+    client = client_as("viewer")
+    message = (
+        "Shadow delta 0 on every one of its 3 cases: promoting it changes nothing observed yet."
+    )
+    assert message in client.get(HOME).content.decode()
+    assert message in client.get(f"/learning/suggestions/{preference.pk}/").content.decode()
+
+    preference.shadow = {**preference.shadow, "rank_delta": 1, "improved": 1}
+    preference.save()
+    assert "changes nothing observed yet" not in client.get(HOME).content.decode()
+    preference.shadow = {}
+    preference.save()
+    assert not preference.shadow_changes_nothing

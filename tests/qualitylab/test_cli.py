@@ -125,6 +125,21 @@ def test_import_collection_twice_rebuilds_the_same_collection(spec_file: Path) -
 
 
 @pytest.mark.django_db
+def test_a_base_url_given_later_brings_its_host_when_the_collection_had_none(
+    spec_file: Path,
+) -> None:
+    """The fix the desk suggests for a collection without a base URL (import it again with
+    --base-url) must leave it able to call: its allowed hosts were empty."""
+    qualitylab("import-collection", "shop", str(spec_file))
+    assert Collection.objects.get().allowed_hosts == []
+    out, _ = qualitylab("import-collection", "shop", str(spec_file), "--base-url", "http://a.test")
+    assert "updated its base URL, allowed hosts." in out
+    assert Collection.objects.get().allowed_hosts == ["a.test"]
+    qualitylab("import-collection", "shop", str(spec_file), "--base-url", "http://b.test")
+    assert Collection.objects.get().allowed_hosts == ["a.test"]  # a list is never widened
+
+
+@pytest.mark.django_db
 def test_import_collection_again_with_options_updates_only_those(spec_file: Path) -> None:
     qualitylab("import-collection", "shop", str(spec_file), "--base-url", "http://a.test")
     out, _ = qualitylab(
@@ -569,7 +584,7 @@ def test_a_collection_without_a_base_url_says_why_its_execute_cases_cannot_run(
     qualitylab("import-cases", "github", str(cases))
 
     out, err = qualitylab("run", "github", "--json", str(tmp_path / "report.json"))
-    assert "Warning: 1 execute case will fail as execute/base_url_not_configured." in err
+    assert "Warning: 1 execute case will call nothing (execute/base_url_not_configured)." in err
     assert (
         "1 execute case could not run: the collection has no base URL, so nothing was called "
         "(execute/base_url_not_configured); to run them: set the base URL" in err

@@ -100,6 +100,24 @@ def test_bytes_that_are_not_utf8_are_refused() -> None:
         engine.parse_spec(b"openapi: 3.0.0\n\xff\xfe")
 
 
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        ("9" * 5000, "invalid YAML: a number has more than 4,300 digits"),
+        ("2020-13-45", "invalid YAML: a value cannot be read (month must be in 1..12)"),
+        ("0000-01-01", "invalid YAML: a value cannot be read (year 0 is out of range)"),
+        ("2001-12-14t21:59:43.10+25:00", "invalid YAML: a value cannot be read (offset must"),
+    ],
+)
+def test_yaml_values_python_cannot_make_are_a_spec_error(value: str, said: str) -> None:
+    """PyYAML raises ValueError for these while it builds the document (the upload page
+    answered 500)."""
+    text = f"openapi: 3.0.0\ninfo: {{title: t, version: {value}}}\npaths: {{}}\n"
+    with pytest.raises(SpecError) as caught:
+        engine.parse_spec(text)
+    assert str(caught.value).startswith(said)
+
+
 def test_yaml_alias_bombs_are_refused() -> None:
     lines = ["a: &a [x, x]"]
     lines += [f"a{i}: &a{i} [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]" for i in range(30)]
@@ -307,6 +325,23 @@ def test_malformed_cases_name_the_field(fields: dict[str, Any], field: str) -> N
         _case(**fields)
     assert caught.value.field == field
     assert str(caught.value).startswith(f"{field}: ")
+
+
+@pytest.mark.parametrize(
+    ("case_id", "said"),
+    [
+        (None, "id: is required"),
+        ("", "id: is required"),
+        ("c" * 5000, "id: is 5000 characters long; the limit is 200"),
+        ("n2\ud800", "id: must be letters, digits and '_.:-' only"),
+        ("team a", "id: must be letters, digits and '_.:-' only"),
+    ],
+)
+def test_a_case_id_is_refused_for_what_is_wrong_with_it(case_id: Any, said: str) -> None:
+    """An over-long or ill-made id is not reported as missing (the ingest API's rule)."""
+    with pytest.raises(CaseSpecError) as caught:
+        _case(id=case_id)
+    assert str(caught.value).startswith(said)
 
 
 def test_a_case_that_is_not_an_object_is_refused() -> None:

@@ -197,3 +197,34 @@ def test_an_answer_over_the_cap_fails_the_case(
     evidence = outcome.failure["evidence"]
     assert evidence["blocked_by"] == "response_size" and evidence["max_response_bytes"] == 2048
     assert _run(demo_collection, api.url).failure is None
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"[" * 100_000 + b"]" * 100_000, b'{"memberNo": "M-100", "balance": ' + b"9" * 5000 + b"}"],
+    ids=["nested 100,000 deep", "a 5,000-digit number"],
+)
+def test_an_answer_python_cannot_parse_is_read_as_text_not_a_server_bug(
+    demo_collection: engine.LoadedCollection, serve: Callable[[Respond], _Server], data: bytes
+) -> None:
+    """The API under test is untrusted input too: json.loads raises RecursionError (or
+    ValueError) on these, which used to fail the case as service/uncaught_server_error."""
+
+    def respond(handler: BaseHTTPRequestHandler) -> None:
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(data)))
+        handler.end_headers()
+        handler.wfile.write(data)
+
+    api = serve(respond)
+    status_only = _run(
+        demo_collection, api.url, {"assertions": [{"type": "http_status", "equals": 200}]}
+    )
+    assert status_only.passed, status_only.failure
+    with_path = _run(
+        demo_collection,
+        api.url,
+        {"assertions": [{"type": "json_path_exists", "path": "$.balance"}]},
+    )
+    assert not with_path.passed and with_path.failure is None  # the assertion fails, no error

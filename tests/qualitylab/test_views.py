@@ -248,6 +248,24 @@ def test_a_spec_whose_declared_size_cannot_fit_is_refused_before_its_body_is_rea
     assert shop.versions.count() == 1
 
 
+@pytest.mark.parametrize("url", ["/qualitylab/collections/new", "/qualitylab/shop/spec"])
+def test_a_pasted_spec_over_the_form_size_is_a_form_error_not_a_bare_400(
+    operator: Client, shop: Collection, settings: Any, url: str
+) -> None:
+    """Django refuses form fields over DATA_UPLOAD_MAX_MEMORY_SIZE with its own 400 page
+    (RequestDataTooBig); the page says what to do instead."""
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 10_000
+    pasted = demo.SPEC_PATH.read_text(encoding="utf-8") + "#" * 20_000
+    response = operator.post(url, {"name": "pasted", "spec_paste": pasted})
+    content = response.content.decode()
+    assert response.status_code == 413
+    assert response.templates  # the page itself, with the form
+    assert "The pasted text is larger than 9.8 KiB" in content
+    assert "Upload the spec as a file instead (up to 64 MiB)" in content
+    assert list(Collection.objects.values_list("name", flat=True)) == ["shop"]
+    assert shop.versions.count() == 1
+
+
 def test_a_spec_over_the_limit_without_a_usable_length_stops_being_kept_at_the_limit(
     operator: Client, shop: Collection, settings: Any
 ) -> None:
@@ -414,7 +432,12 @@ def test_a_case_is_created_from_the_form_in_the_documented_schema(
         ({"mode": "search", "assertions": '[{"type": "http_status", "equals": 200}]'},
          "assertions", "assertions[0]"),
         ({"cleanup": '[{"tool": "cancelRefund"}]'}, "cleanup", "cleanup: only execute"),
-        ({"case_id": "has space"}, "case_id", "id: is required"),
+        ({"case_id": "has space"}, "case_id", "id: must be letters, digits and '_.:-' only"),
+        ({"provided_entities": '{"orderNo": NaN}'}, "provided_entities",
+         "provided_entities.orderNo: is NaN or Infinity, which cannot be stored"),
+        ({"mode": "execute", "mutation_safety": "mutating",
+          "cleanup": '[{"tool": "cancelRefund", "args": {"amount": 1e999}}]'},
+         "cleanup", "cleanup[0].args.amount: is NaN or Infinity"),
         ({"expected_target": "not\ta tool"}, "expected_target", "expected_target: must be"),
         (
             {"expected_target": "getOrderDetial"},
@@ -504,6 +527,7 @@ def test_an_import_of_text_the_database_cannot_store_is_refused_by_case(
         {"id": "nul-query", "mode": "search", "query": "list \u0000 orders"},
         {"id": "bad\ud800", "mode": "search", "query": "x"},
         {"id": "long-text", "mode": "search", "query": "x", "description": "d" * 501},
+        {"id": "nan", "mode": "search", "query": "x", "provided_entities": {"n": float("nan")}},
     ]
     response = operator.post("/qualitylab/shop/cases/import", {"cases_file": cases_file(documents)})
     assert response.status_code == 400
@@ -511,6 +535,7 @@ def test_an_import_of_text_the_database_cannot_store_is_refused_by_case(
     assert "case 0 (nul-query): query: holds U+0000 (NUL) or a lone surrogate" in content
     assert "case 1 (bad\ufffd): id: " in content
     assert "case 2 (long-text): description: description is 501 characters" in content
+    assert "case 3 (nan): provided_entities.n: is NaN or Infinity" in content
     assert not shop.cases.filter(case_id__in=["nul-query", "long-text"]).exists()
 
 
@@ -669,7 +694,7 @@ def test_a_finished_run_shows_counts_metrics_and_each_case_with_its_failure(
     assert f'href="/triage/groups/{failed.failure_record.group_id}/"' in content
     assert f'hx-get="/qualitylab/results/{failed.pk}/"' in content
     assert "Re-run failed cases" not in content  # a viewer may not start runs
-    assert "No earlier finished run" in content
+    assert "No other finished run of this collection to compare with." in content
 
 
 def test_a_run_compared_with_the_previous_one_shows_regressed_and_fixed_cases(
@@ -694,8 +719,9 @@ def test_a_run_compared_with_the_previous_one_shows_regressed_and_fixed_cases(
     assert comparison.new == ["search-orders-new"]
     content = response.content.decode()
     assert f'Compared with <a href="/qualitylab/runs/{first.pk}/">run #{first.pk}</a>' in content
-    assert 'title="passed in the previous run">regressed</span>' in content
-    assert 'title="failed in the previous run">fixed</span>' in content
+    assert "the previous finished run of the same suite and mode" in content
+    assert 'title="passed in the run compared with">regressed</span>' in content
+    assert 'title="failed in the run compared with">fixed</span>' in content
 
 
 def test_the_comparison_only_looks_at_runs_of_the_same_suite(
@@ -706,6 +732,10 @@ def test_the_comparison_only_looks_at_runs_of_the_same_suite(
     in_suite = execute(start_run(shop, capture, suite=suite))
     response = viewer.get(f"/qualitylab/runs/{in_suite.pk}/")
     assert response.context["view"].comparison.previous is None
+    # Earlier runs exist: the page says none is of this suite, and offers them.
+    content = response.content.decode()
+    assert "No earlier finished run of the same suite and mode; pick the other run" in content
+    assert '<select id="compare-with" name="compare">' in content
 
 
 def test_repetitions_show_how_many_passed_and_flaky_cases(
@@ -993,8 +1023,8 @@ def _grow(shop: Collection, capture: Any, *, runs: int) -> list[CaseRun]:
 
 
 HOME_QUERIES = 8
-COLLECTION_QUERIES = 11
-RUN_QUERIES = 9
+COLLECTION_QUERIES = 12  # one more when runs repeat: their pass rate by case
+RUN_QUERIES = 10  # with the runs the comparison may pick from
 RESULT_QUERIES = 6
 
 
@@ -1058,6 +1088,12 @@ def test_an_operator_edits_where_execute_cases_call(
         "scheme": "Bearer",
         "secret_env": "QUALITYLAB_SECRET_SHOP",
     }
+    # Left empty, the allowed hosts are the base URL's host (the field's help says so),
+    # never an empty list that would keep every execute case from calling.
+    emptied = client.post(url, {"base_url": "https://api.example.com/v1", "allowed_hosts": ""})
+    assert emptied.status_code == 302
+    shop.refresh_from_db()
+    assert shop.allowed_hosts == ["api.example.com"]
     refused = client.post(url, {"auth_header": "Authorization", "auth_secret_env": "sk-live 123"})
     assert refused.status_code == 400 and "not the secret itself" in refused.content.decode()
 

@@ -81,7 +81,7 @@ PAGES: dict[str, tuple[Callable[[World], str], tuple[str, ...]]] = {
     "qualitylab": (lambda w: "/qualitylab/", ("page",)),
     "collection": (lambda w: "/qualitylab/shop/", ("first_build",)),
     "case-from-group": (lambda w: "/qualitylab/cases/new", ("group",)),
-    "run": (lambda w: f"/qualitylab/runs/{w.finished_run}/", ("page",)),
+    "run": (lambda w: f"/qualitylab/runs/{w.finished_run}/", ("page", "compare")),
     "result": (lambda w: f"/qualitylab/results/{w.result}/", ("page",)),
     "learning": (lambda w: "/learning/", ("collection", "type", "status", "family", "page")),
     "suggestion": (lambda w: f"/learning/suggestions/{w.suggestion}/", ("page",)),

@@ -64,6 +64,15 @@ def test_a_runtime_claiming_the_quality_lab_source_is_refused_per_item(
     assert sorted(recorded.values_list("client_id", flat=True)) == ["claims-ql", "event-claims-ql"]
 
 
+def test_an_unknown_source_is_told_the_sources_a_runtime_may_send(
+    ingest_client: APIClient,
+) -> None:
+    response = post(ingest_client, [failure_item("shouting", source="QUALITY_LAB")])
+    error = response.json()["items"][0]["error"]
+    assert (error["code"], error["field"]) == ("invalid_field", "body.source")
+    assert error["message"] == "source must be one of runtime, learning, log, otlp."
+
+
 def test_a_batch_under_the_desks_owner_from_another_channel_is_refused(tmp_path: Path) -> None:
     outcome = batch_ingest(owner="quality_lab", items=[failure_item("x")], channel="cli")
     assert [item.error["code"] for item in outcome.items if item.error] == ["reserved_owner"]

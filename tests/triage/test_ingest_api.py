@@ -190,6 +190,15 @@ def test_a_gzip_body_that_inflates_over_the_limit_is_413(
     assert response.status_code == 413
 
 
+def test_a_cut_gzip_body_is_invalid_gzip_not_invalid_json(ingest_client: APIClient) -> None:
+    compressed = gzip.compress(json.dumps({"items": [failure_item()]}).encode())
+    response = ingest_client.post(
+        URL, data=compressed[:-12], content_type="application/json", HTTP_CONTENT_ENCODING="gzip"
+    )
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "invalid_gzip"
+
+
 def test_a_gzip_body_within_the_limit_is_ingested(ingest_client: APIClient) -> None:
     compressed = gzip.compress(json.dumps({"items": [failure_item()]}).encode())
     response = ingest_client.post(

@@ -172,6 +172,19 @@ def test_internal_and_non_http_urls_are_refused(url: str, code: str) -> None:
     assert refused.value.code == code
 
 
+@pytest.mark.parametrize(
+    ("url", "said"),
+    [
+        ("http://0.0.0.0:8000/", "resolves to 0.0.0.0, an unspecified address"),
+        ("http://[::1]:5432/", "resolves to ::1, a loopback address"),
+        ("http://169.254.169.254/", "resolves to 169.254.169.254, a link-local address"),
+    ],
+)
+def test_a_refusal_names_the_address_and_its_kind(url: str, said: str) -> None:
+    with pytest.raises(OutboundRefused, match=said):
+        outbound.check_url(url, allowed_hosts=None)
+
+
 def test_a_host_name_resolving_to_a_private_address_is_refused() -> None:
     def resolve(host: str, port: int) -> list[Any]:
         assert host == "api.example.com"

@@ -28,6 +28,11 @@ def _reconcile_url(receipt: Receipt) -> str:
     return reverse("triage:receipt-reconcile", args=[receipt.pk])
 
 
+def _record(client: Client, receipt: Receipt, data: dict[str, Any], **headers: str) -> Any:
+    """Post a finding and confirm it, as the page asks (two steps)."""
+    return client.post(_reconcile_url(receipt), {**data, "step": "confirm"}, headers=headers)
+
+
 def _ago(**delta: float) -> str:
     return (timezone.now() - timedelta(**delta)).isoformat()
 
@@ -210,9 +215,8 @@ def test_an_operator_records_a_reconciliation(
 ) -> None:
     _ingest(ingest_client, _uncertain(tool_run_id="tr_mail"))
     receipt = Receipt.objects.get()
-    response = client.post(
-        _reconcile_url(receipt),
-        {"finding": "not_applied", "note": "GET /mails/by-key returned 404"},
+    response = _record(
+        client, receipt, {"finding": "not_applied", "note": "GET /mails/by-key returned 404"}
     )
     assert response.status_code == 302
     assert response["Location"] == PAGE
@@ -226,7 +230,9 @@ def test_an_operator_records_a_reconciliation(
     assert "tr_mail reconciled" in content
     assert "GET /mails/by-key returned 404" in content
     assert "a retry is now safe with the same idempotency key" in content
-    assert _reconcile_url(receipt) not in content
+    # The run left the queue; what stays is the form that corrects its finding.
+    assert f'id="receipt-{receipt.pk}"' not in content
+    assert f'name="corrects" value="{reconciliation.pk}"' in content
 
 
 def test_applied_work_is_not_called_safe_to_retry(
@@ -234,7 +240,7 @@ def test_applied_work_is_not_called_safe_to_retry(
 ) -> None:
     _ingest(ingest_client, _uncertain())
     receipt = Receipt.objects.get()
-    client.post(_reconcile_url(receipt), {"finding": "applied", "note": "mail-88412 was sent"})
+    _record(client, receipt, {"finding": "applied", "note": "mail-88412 was sent"})
     content = client.get(PAGE).content.decode()
     assert "do not retry" in content
     assert "a retry is now safe" not in content
@@ -258,7 +264,7 @@ def test_work_reconciled_already_is_not_recorded_twice(
     _ingest(ingest_client, _uncertain())
     receipt = Receipt.objects.get()
     for _ in range(2):
-        client.post(_reconcile_url(receipt), {"finding": "applied", "note": "seen remotely"})
+        _record(client, receipt, {"finding": "applied", "note": "seen remotely"})
     assert Reconciliation.objects.count() == 1
 
 
@@ -298,10 +304,11 @@ def test_reconciling_with_htmx_swaps_the_queue(
 ) -> None:
     _ingest(ingest_client, _uncertain(tool_run_id="tr_mail"))
     receipt = Receipt.objects.get()
-    response = client.post(
-        _reconcile_url(receipt),
+    response = _record(
+        client,
+        receipt,
         {"finding": "partially_applied", "note": "2 of 3 lines written"},
-        headers={"HX-Request": "true"},
+        **{"HX-Request": "true"},
     )
     assert response.status_code == 200
     content = response.content.decode().strip()

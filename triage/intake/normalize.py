@@ -29,6 +29,11 @@ _MAX_CLOCK_SKEW = timedelta(hours=1)
 _BULKY_RUNNER_FIELDS = frozenset({"trace_steps", "output", "output_preview", "args_resolved"})
 
 
+# What a runtime may send as a failure's source: quality_lab is the desk's own (refused
+# as reserved_source by the ingest path), so an error message never offers it.
+_RUNTIME_SOURCES = tuple(source for source in taxonomy.SOURCES if source != "quality_lab")
+
+
 class ItemError(Exception):
     """An item that cannot be stored; code and field are part of the API contract."""
 
@@ -79,14 +84,16 @@ class _Reader:
             )
         return value
 
-    def choice(self, name: str, choices: tuple[str, ...]) -> str | None:
+    def choice(
+        self, name: str, choices: tuple[str, ...], *, listed: tuple[str, ...] | None = None
+    ) -> str | None:
+        """One of ``choices``; the error names ``listed`` (what a runtime may send) when given."""
         value = self._raw(name)
         if value is None or value == "":
             return None
         if value not in choices:
-            raise ItemError(
-                "invalid_field", self._path(name), f"{name} must be one of {', '.join(choices)}."
-            )
+            shown = ", ".join(listed or choices)
+            raise ItemError("invalid_field", self._path(name), f"{name} must be one of {shown}.")
         return str(value)
 
     def boolean(self, name: str) -> bool | None:
@@ -218,7 +225,7 @@ def parse_failure(body: Mapping[str, Any], *, now: datetime, prefix: str = "body
     )
     return FailureFields(
         collection=reader.collection(),
-        source=reader.choice("source", taxonomy.SOURCES) or "runtime",
+        source=reader.choice("source", taxonomy.SOURCES, listed=_RUNTIME_SOURCES) or "runtime",
         stage=stage,
         reason=reason,
         message=reader.string("message", max_length=4000),

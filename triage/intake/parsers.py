@@ -44,6 +44,11 @@ def _gunzip_limited(data: bytearray, limit: int) -> bytearray:
         out += inflater.flush()
     except zlib.error:
         raise InvalidBatch("The body is not valid gzip.", code="invalid_gzip") from None
+    if not inflater.eof:
+        raise InvalidBatch(
+            "The body is not valid gzip: it ends before the compressed stream does.",
+            code="invalid_gzip",
+        )
     if len(out) > limit:
         raise PayloadTooLarge(f"The decompressed body is larger than {limit} bytes.")
     return out

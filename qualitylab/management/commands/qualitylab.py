@@ -356,7 +356,7 @@ class Command(BaseCommand):
             for gap in selectors.configuration_gaps(collection=collection):
                 self.stderr.write(
                     f"Warning: {execute_cases} execute case{'s' if execute_cases != 1 else ''} "
-                    f"will fail as execute/{gap.code}. {gap.message} {gap.recommendation}"
+                    f"will call nothing (execute/{gap.code}). {gap.message} {gap.recommendation}"
                 )
         if not (options["wait"] or json_out or fail_under is not None):
             self.stdout.write(f"Run {run.pk} queued: {run.total} cases. {run_path(run.pk)}")
@@ -461,8 +461,9 @@ def _auth_profile(options: dict[str, Any]) -> dict[str, Any] | None:
 def _updated_settings(
     collection: Collection, options: dict[str, Any]
 ) -> tuple[dict[str, Any], list[str]]:
-    """An existing collection's call settings with the options given on top (hosts are
-    never inferred for an existing collection), and the names of those that change."""
+    """An existing collection's call settings with the options given on top (its allowed
+    hosts are inferred from the base URL only when it has none), and the names of those
+    that change."""
     current: dict[str, Any] = {
         "title": collection.title,
         "base_url": collection.base_url,
@@ -477,6 +478,10 @@ def _updated_settings(
         values["base_url"] = options["base_url"]
     if options["allowed_hosts"] is not None:
         values["allowed_hosts"] = options["allowed_hosts"]
+    elif not values["allowed_hosts"]:
+        # A collection that had nowhere to call (imported without a base URL) gets the
+        # base URL's host, as a new one does; a list someone made is never widened.
+        values["allowed_hosts"] = services.default_allowed_hosts(values["base_url"])
     profile = _auth_profile(options)
     if profile is not None:
         values["auth_profile"] = profile

@@ -270,6 +270,26 @@ def test_runtime_overrides_win_over_the_derivation(ingest_client: APIClient) -> 
     assert record_.collection == "payments"
 
 
+def test_collection_names_follow_the_one_rule(ingest_client: APIClient) -> None:
+    """A service name or tool_call.collection is a collection name like any other door's:
+    real ids are taken, what cannot be stored or shown refuses the span alone."""
+    taken = ToolCall("getOrder", status=503, attributes={"tool_call.collection": "체크아웃"})
+    refused = [
+        ToolCall("getOrder", status=500, attributes={"tool_call.collection": name})
+        for name in ("c" * 101, "shop\nv2", " shop", "a\u202eb")
+    ]
+    response = post(ingest_client, a_request(taken, *refused, chat=False).SerializeToString())
+    assert answer(response).partial_success.rejected_spans == len(refused)
+    assert list(FailureRecord.objects.values_list("collection", flat=True)) == ["체크아웃"]
+    rejections = IngestRejection.objects.all()
+    assert {(r.code, r.field) for r in rejections} == {
+        ("invalid_collection_name", "body.collection")
+    }
+    spaced = export_request(record([FAILING_CALLS["http_5xx"]], chat=False, service="team a"))
+    assert post(ingest_client, spaced.SerializeToString()).status_code == 200
+    assert FailureRecord.objects.filter(collection="team a").count() == 1
+
+
 def test_a_span_ending_in_the_future_is_refused_by_the_native_rule(
     ingest_client: APIClient,
 ) -> None:

@@ -351,7 +351,8 @@ class Command(BaseCommand):
                 f"Built {DEMO_COLLECTION} v{version.number}: {version.operation_count} operations."
             )
             collection.refresh_from_db()
-        # The plan suite twice: repeated successes are what learning suggestions need.
+        # The plan suite twice: its second run has a run of the same suite to compare with.
+        # (Learning counts each case once, so the repeat adds observations, not evidence.)
         runs = [
             quality_services.run_start(collection=collection, suite=suite, channel="cli")
             for suite in [*suites, *(suite for suite in suites if suite.name == "plan")]
