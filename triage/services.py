@@ -18,6 +18,7 @@ from triage.models import (
     GroupAction,
     GroupEvent,
     GroupStatus,
+    PersonPreference,
     Receipt,
     Reconciliation,
     ReconciliationFinding,
@@ -322,3 +323,11 @@ def receipt_reconcile(*, receipt: Receipt, actor: Any, finding: str, note: str) 
         return Reconciliation.objects.create(
             receipt=receipt, actor=actor, finding=finding, note=note.strip()
         )
+
+
+def person_time_zone_set(*, user: Any, time_zone: str) -> PersonPreference:
+    """The person's zone for every page ("" follows their browser); their language stays."""
+    preference, _ = PersonPreference.objects.update_or_create(
+        user=user, defaults={"time_zone": time_zone}
+    )
+    return preference

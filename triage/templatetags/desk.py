@@ -11,6 +11,10 @@ from django import template
 from django.urls import reverse
 from django.utils.html import escape, format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
+from django.utils.timezone import localtime
+from django.utils.translation import gettext as _
+
+from triage.timezones import abbreviation
 
 register = template.Library()
 
@@ -41,20 +45,21 @@ def sparkline(
 
 @register.simple_tag
 def timeline(values: list[int], start: datetime, width: int = 720, height: int = 90) -> SafeString:
-    """Hourly bars with a label at each day boundary."""
+    """Hourly bars with a label at each day boundary, both in the person's time zone."""
     plot = height - 14
     top = max([*values, 1])
     step = width / max(len(values), 1)
+    zone = abbreviation(start)
     parts = []
     for index, value in enumerate(values):
+        moment = localtime(start + timedelta(hours=index))
         if value:
             bar = max(1.0, value / top * plot)
-            hour = start + timedelta(hours=index)
             parts.append(
                 f'<rect x="{index * step:.2f}" y="{plot - bar:.1f}" width="{max(step, 1):.2f}" '
-                f'height="{bar:.1f}"><title>{hour:%Y-%m-%d %H}:00 · {value}</title></rect>'
+                f'height="{bar:.1f}"><title>{moment:%Y-%m-%d %H:%M} {zone} · {value}</title></rect>'
             )
-        moment = start + timedelta(hours=index)
+        # The bar holding local midnight (at :30 in a zone half an hour off UTC).
         if moment.hour == 0:
             parts.append(f'<text x="{index * step:.1f}" y="{height - 2}">{moment:%m-%d}</text>')
     return mark_safe(
@@ -205,7 +210,9 @@ def _source_mix(mix: dict[str, int]) -> SafeString:
     if len(mix) < 2:
         return mark_safe("")
     return format_html(
-        ' <span class="small muted source-mix" title="records by source, all time">{}</span>',
+        ' <span class="small muted source-mix" title="{}">{}: {}</span>',
+        _("records by source since the group's first record, not only in the window"),
+        _("all time"),
         " · ".join(
             f"{source} {thousands(count)}"
             for source, count in sorted(mix.items(), key=lambda item: -item[1])
