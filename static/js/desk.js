@@ -39,11 +39,12 @@ document.addEventListener("click", (event) => {
   } catch (error) {
     return;
   }
-  if (!zone) return;
+  // IANA names ("Asia/Seoul", "America/Argentina/Buenos_Aires", "Etc/GMT+9") need no escaping.
+  if (!/^[A-Za-z0-9_+\-/]{1,64}$/.test(zone)) return;
   const sent = document.cookie.split("; ").find((item) => item.startsWith("desk_tz="));
-  if (sent && decodeURIComponent(sent.slice("desk_tz=".length)) === zone) return;
+  if (sent && sent.slice("desk_tz=".length) === zone) return;
   const secure = window.location.protocol === "https:" ? "; Secure" : "";
-  document.cookie = `desk_tz=${encodeURIComponent(zone)}; path=/; max-age=31536000; SameSite=Lax${secure}`;
+  document.cookie = `desk_tz=${zone}; path=/; max-age=31536000; SameSite=Lax${secure}`;
   const root = document.documentElement;
   if (
     root.hasAttribute("data-time-zone-reload") &&
