@@ -130,3 +130,13 @@ document.addEventListener("htmx:historyRestore", () => {
     if (element && "value" in element) element.value = value;
   }
 });
+
+// Choosing how long to mute in the bulk bar means muting: its action follows, so a preset
+// picked with "acknowledge" still selected cannot acknowledge instead.
+document.addEventListener("change", (event) => {
+  const field = event.target;
+  if (!(field instanceof HTMLElement) || !field.matches("[name=mute_for], [name=muted_until]")) return;
+  const form = field.closest("form");
+  const action = form ? form.elements.namedItem("action") : null;
+  if (action instanceof HTMLSelectElement && "value" in field && field.value) action.value = "mute";
+});

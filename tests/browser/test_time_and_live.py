@@ -179,6 +179,9 @@ def test_auto_refresh_shows_new_failures_and_waits_while_the_person_types(
 
     # A bulk bar being filled holds it too, even without focus.
     page.locator("input[name=q]").fill("")
+    page.locator("form.bulkbar select[name=mute_for]").select_option("4h")
+    expect(page.locator("form.bulkbar select[name=action]")).to_have_value("mute")
+    page.locator("form.bulkbar select[name=mute_for]").select_option("")
     page.locator("form.bulkbar select[name=action]").select_option("resolve")
     page.locator("p.summary").click()
     page.clock.run_for(10_500)

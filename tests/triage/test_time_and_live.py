@@ -288,3 +288,23 @@ def test_a_history_restore_gets_the_whole_page(one_failure: Any, client_as: Any)
     html = response.content.decode()
     assert html.startswith("<!doctype html>") and 'id="filters"' in html
     assert "HX-Push-Url" not in response.headers
+
+
+def test_each_edge_reads_the_shorter_piece_of_its_hour() -> None:
+    from triage.selectors import _Edge, _WindowParts
+
+    now = datetime(2026, 12, 1, 19, 7, tzinfo=UTC)
+    parts = _WindowParts.of(now - timedelta(hours=1), now, now=now)
+    # 18:07: the bucket of 18:00 less its first 7 minutes; 19:07: the bucket of 19:00 less
+    # what lies after now (nothing yet, so nothing to read).
+    assert parts.first_hour == datetime(2026, 12, 1, 18, 0, tzinfo=UTC)
+    assert parts.end_hour == datetime(2026, 12, 1, 20, 0, tzinfo=UTC)
+    assert parts.edges == (
+        _Edge(datetime(2026, 12, 1, 18, 0, tzinfo=UTC), now - timedelta(hours=1), -1),
+        _Edge(now, datetime(2026, 12, 1, 20, 0, tzinfo=UTC), -1),
+    )
+    late = datetime(2026, 12, 1, 19, 50, tzinfo=UTC)
+    parts = _WindowParts.of(late - timedelta(hours=1), late, now=late)
+    # 18:50: the 10 minutes to 19:00 are added; the 19:00 bucket is read whole.
+    assert parts.edges[0] == _Edge(late - timedelta(hours=1), late.replace(minute=0), 1)
+    assert parts.first_hour == late.replace(minute=0)
