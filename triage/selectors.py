@@ -375,17 +375,18 @@ class _WindowParts:
             return None
         return Q(day__gte=self.first_day, day__lt=self.last_day)
 
-    def sums(self, matching: Q, *, part: int) -> list[QuerySet[Any, tuple[int, int, int]]]:
-        """(part, group, records) per piece: each hourly range and the days on their own
-        (one range is an index-only scan; two joined by OR made PostgreSQL fetch every bucket
-        row from the table), and the edges, signed, in one read of the records' time index."""
+    def sums(self, *, part: int) -> list[QuerySet[Any, tuple[int, int, int]]]:
+        """(part, group, records) per piece, of every group: each hourly range and the days
+        on their own (one range is an index-only scan; two joined by OR made PostgreSQL fetch
+        every bucket row from the table), and the edges, signed, in one read of the records'
+        time index. The filters apply once, to all the pieces (see _window_sums)."""
         label = Value(part, output_field=IntegerField())
         pieces: list[QuerySet[Any]] = [
-            FailureGroupBucket.objects.filter(hours, matching) for hours in self.hours()
+            FailureGroupBucket.objects.filter(hours) for hours in self.hours()
         ]
         days = self.days()
         if days is not None:
-            pieces.append(FailureGroupDay.objects.filter(days, matching))
+            pieces.append(FailureGroupDay.objects.filter(days))
         sums = [
             piece.values("group_id")
             .annotate(total=Sum("count"), part=label)
@@ -406,7 +407,7 @@ class _WindowParts:
                 output_field=IntegerField(),
             )
             sums.append(
-                FailureRecord.objects.filter(within, matching)
+                FailureRecord.objects.filter(within)
                 .values("group_id")
                 .annotate(total=Sum(signed), part=label)
                 .values_list("part", "group_id", "total")
@@ -426,17 +427,29 @@ def _plain_rows(rows: QuerySet[Any, tuple[Any, ...]]) -> list[tuple[Any, ...]]:
 def _window_sums(
     windows: list[tuple[datetime, datetime]], filters: dict[str, str], now: datetime
 ) -> list[dict[int, int]]:
-    """Records per group in each window, all in one statement (UNION ALL of every window's
-    pieces): the page's query count stays the same however a window is cut."""
-    matching = _triage_filter(filters, via="group__")
+    """Records per group in each window, all in one statement: every window's pieces
+    (UNION ALL), summed per group, then kept for the groups the filters match, which are
+    read once (joining each piece to the groups made PostgreSQL read them once per piece,
+    and test the source filter once per bucket row): the page's query count stays the
+    same however a window is cut."""
     pieces = [
         piece
         for part, (start, end) in enumerate(windows)
-        for piece in _WindowParts.of(start, end, now=now).sums(matching, part=part)
+        for piece in _WindowParts.of(start, end, now=now).sums(part=part)
     ]
     counts: list[Counter[int]] = [Counter() for _ in windows]
-    if pieces:
-        for part, group_id, total in _plain_rows(pieces[0].union(*pieces[1:], all=True)):
+    if not pieces:
+        return [{} for _ in windows]
+    union_sql, union_params = pieces[0].union(*pieces[1:], all=True).query.sql_with_params()
+    matching = FailureGroup.objects.filter(_triage_filter(filters)).values("pk")
+    groups_sql, groups_params = matching.query.sql_with_params()
+    sql = (
+        f"SELECT pieces.part, pieces.group_id, pieces.total FROM ({union_sql}) pieces "
+        f"WHERE pieces.group_id IN ({groups_sql})"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, (*union_params, *groups_params))
+        for part, group_id, total in cursor.fetchall():
             counts[part][group_id] += total
     return [{group: count for group, count in found.items() if count > 0} for found in counts]
 
