@@ -428,9 +428,9 @@ def _window_sums(
     windows: list[tuple[datetime, datetime]], filters: dict[str, str], now: datetime
 ) -> list[dict[int, int]]:
     """Records per group in each window, all in one statement: every window's pieces
-    (UNION ALL), summed per group, then kept for the groups the filters match, which are
-    read once (joining each piece to the groups made PostgreSQL read them once per piece,
-    and test the source filter once per bucket row): the page's query count stays the
+    (UNION ALL), summed per group, joined to the groups the filters match, which are
+    found once (joining each piece to the groups made PostgreSQL read them once per piece
+    and test the source filter once per bucket row). The page's query count stays the
     same however a window is cut."""
     pieces = [
         piece
@@ -444,11 +444,12 @@ def _window_sums(
     matching = FailureGroup.objects.filter(_triage_filter(filters)).values("pk")
     groups_sql, groups_params = matching.query.sql_with_params()
     sql = (
+        f"WITH matching(id) AS MATERIALIZED ({groups_sql}) "
         f"SELECT pieces.part, pieces.group_id, pieces.total FROM ({union_sql}) pieces "
-        f"WHERE pieces.group_id IN ({groups_sql})"
+        "JOIN matching ON matching.id = pieces.group_id"
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, (*union_params, *groups_params))
+        cursor.execute(sql, (*groups_params, *union_params))
         for part, group_id, total in cursor.fetchall():
             counts[part][group_id] += total
     return [{group: count for group, count in found.items() if count > 0} for found in counts]
