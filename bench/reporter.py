@@ -19,7 +19,7 @@ What one run does:
 3. **Delivery rate**: ``--records`` items from this process to the desk, from the first
    ``report()`` to ``flush()`` returning (every item answered), against bench/ingest.py's
    ``post_all`` sending the same items, already encoded in batches of 500, over 2
-   connections (its default) and over 1 (the reporter's one sender thread). Each path
+   connections (its default, like the reporter's ``max_in_flight``) and over 1. Each path
    starts from empty tables, and the database must then hold exactly the sent records.
    Target: the reporter at least 0.8x the direct sender. ``--repeat N`` interleaves N
    rounds and compares the best of each path.

@@ -10,8 +10,11 @@ What the sender does with the desk's answers:
 - 401 / 403: sending stops and the spool is kept (a revoked key is an operator's problem,
   not a reason to lose data) until ``set_api_key()`` gives another key, or a process
   started with a good key adopts the spool.
-- 413 (and 400, which a well-formed batch never gets): the batch is split in halves until
-  the item at fault is alone; that item is then counted as rejected.
+- 413, and 400 with the desk's error code (an item nested past the desk's depth limit
+  makes its whole batch ``json_too_deep``): the batch is split in halves until the item at
+  fault is alone; that item is then counted as rejected. A 400 without the desk's error
+  body (a proxy's, or a Host header the desk refuses) is retried like any other error:
+  a misconfiguration never empties the spool.
 - 429 / 503: wait for ``Retry-After``, then send the same batch again.
 - Anything else, and network failures: exponential backoff with jitter, up to
   ``max_backoff`` seconds.
@@ -437,7 +440,10 @@ class Reporter:
                     error,
                 )
                 continue
-            elif status in (400, 413):
+            elif status == 413 or (status == 400 and _error_code(data)):
+                # The desk (or a proxy's body limit) refused the batch as a whole: halve it
+                # until the item at fault is alone. A 400 that is not the desk's judgement
+                # of the body (a proxy's, or a Host the desk does not serve) is retried below.
                 if high - low > 1:
                     middle = (low + high) // 2
                     return self._send(batch, low, middle) and self._send(batch, middle, high)

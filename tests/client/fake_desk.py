@@ -21,7 +21,10 @@ class FakeDesk:
         self.stored: dict[str, bytes] = {}
         self.received: Counter[str] = Counter()  # item id -> times sent
         self.requests: list[tuple[int, int]] = []  # (status answered, items in the batch)
-        self.script: list[tuple[int, dict[str, str]]] = []
+        # The next answers, instead of the desk's: (status, headers) answered with the desk's
+        # error body, or (status, headers, body) answered with that body.
+        self.script: list[tuple[Any, ...]] = []
+        self.too_deep: set[str] = set()  # item ids that make their whole batch a 400
         self.max_items = 1000
         self.reject: dict[str, str] = {}  # item id -> error code
         self.lock = threading.Lock()
@@ -71,13 +74,17 @@ class FakeDesk:
             if authorization.removeprefix("Bearer ") not in self.keys:
                 return self._refuse(401, "invalid_api_key", len(items))
             if self.script:
-                status, headers = self.script.pop(0)
+                status, headers, *scripted = self.script.pop(0)
                 self.requests.append((status, len(items)))
+                if scripted:
+                    return status, headers, scripted[0]
                 return (
                     status,
                     headers,
                     json.dumps({"error": {"code": f"scripted_{status}"}}).encode(),
                 )
+            if any(item["id"] in self.too_deep for item in items):
+                return self._refuse(400, "json_too_deep", len(items))
             if len(items) > self.max_items:
                 return self._refuse(413, "too_many_items", len(items))
             answers = []

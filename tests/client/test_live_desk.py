@@ -1,4 +1,6 @@
-"""triage_desk_client against a live desk: gunicorn + PostgreSQL, as in CI (issue 14).
+"""triage_desk_client against a live desk: gunicorn + PostgreSQL, as in CI (issue 14): the desk
+down mid-run, SIGKILLed reporters, the desk's 413 and a revoked key, a real plan run, a
+synthesis error, the suggestion cache and the demo's traffic.
 
 gunicorn serves the desk on the test database; the reporter reaches it through a
 `TcpProxy` this module controls, so the desk can go down and come back. The test's own
@@ -18,7 +20,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.db.models import Count, Sum
+from django.db.models import Count, Max, Sum
 from graph_tool_call.execute.http_executor import HttpExecutor
 from graph_tool_call.learning import build_trace_learning_record
 from graph_tool_call.plan.runner import PlanRunner
@@ -38,12 +40,15 @@ from tests.faults.proxy import TcpProxy
 # The demo collection's engine and the sandbox API, shared with the Quality Lab tests.
 from tests.qualitylab.conftest import demo_built, demo_collection, sandbox  # noqa: F401
 from triage.models import (
+    ApiKey,
     FailureGroup,
     FailureGroupBucket,
     FailureRecord,
+    IngestBatch,
     IngestItem,
     RunnerEvent,
 )
+from triage.services import api_key_revoke
 
 pytestmark = [pytest.mark.services("postgres"), pytest.mark.django_db(transaction=True)]
 
@@ -171,6 +176,49 @@ def test_a_reporting_process_killed_three_times_stores_every_item_once(
     assert sorted(stored) == sorted(f"kill-{number}" for number in range(total))
     assert_counters_match_a_recount(total)
     assert reporter.stats()["rejected"] == 0  # re-sent items came back duplicate, never conflict
+
+
+def test_the_desks_413_and_a_revoked_key_then_a_new_one_lose_and_double_nothing(
+    make_api_key: Callable[..., str], tmp_path: Path, reporters: list[Reporter]
+) -> None:
+    """A desk that takes at most 40 items a batch answers the reporter's batches of 100 with
+    413: they are split until they fit. A revoked key (401) stops sending and keeps the
+    spool; the operator's new key for the same owner sends the rest."""
+    old_key = make_api_key(OWNER)
+    log_dir = tmp_path / "gunicorn"
+    log_dir.mkdir()
+    with Gunicorn.serving(env=base_env(TRIAGE_INGEST_MAX_ITEMS="40"), log_dir=log_dir) as small:
+        # No timed flush: every batch is a whole 100 until flush() is asked for.
+        reporter = Reporter(
+            f"http://127.0.0.1:{small.port}",
+            old_key,
+            spool_dir=str(tmp_path / "spool"),
+            batch_size=100,
+            flush_interval=60,
+            max_backoff=0.5,
+        )
+        reporters.append(reporter)
+        for number in range(300):
+            reporter.failure(killed_item(number), id=f"limit-{number}")
+        assert reporter.flush(60), reporter.stats()
+        batches = IngestBatch.objects.filter(api_key__name=OWNER)
+        assert batches.aggregate(most=Max("accepted"))["most"] <= 40  # split, never refused
+        assert batches.count() >= 300 // 40
+
+        api_key_revoke(api_key=ApiKey.objects.get(name=OWNER))
+        for number in range(300, 400):
+            reporter.failure(killed_item(number), id=f"limit-{number}")
+        assert not reporter.flush(3)
+        stats = reporter.stats()
+        assert stats["queued"] == 100 and "HTTP 401 (revoked_api_key)" in str(stats["last_error"])
+
+        reporter.set_api_key(make_api_key("runtime-live-rotated", owner=OWNER))
+        assert reporter.flush(60), reporter.stats()
+    stats = reporter.stats()
+    assert (stats["sent"], stats["duplicate"], stats["rejected"], stats["queued"]) == (400, 0, 0, 0)
+    stored = set(IngestItem.objects.filter(owner=OWNER).values_list("client_id", flat=True))
+    assert stored == {f"limit-{number}" for number in range(400)}
+    assert_counters_match_a_recount(400)
 
 
 def _call_tool(collection: LoadedCollection, base_url: str) -> Callable[[str, dict], Any]:

@@ -1,6 +1,7 @@
 """triage_desk_client.Reporter against a small fake desk: delivery, the server's answers
-(429/503 Retry-After, 413, 401 then a new key), a full spool, restarts and two reporters
-on one spool. The live desk's tests are in test_live_desk.py."""
+(429/503 Retry-After, 413 and the desk's 400, a foreign 400, 401 then a new key), a full
+spool, restarts and two reporters on one spool. The live desk's tests are in
+test_live_desk.py."""
 
 from __future__ import annotations
 
@@ -164,6 +165,32 @@ def test_a_single_item_the_desk_refuses_as_too_large_is_rejected_not_retried(
     assert reporter.flush(5)
     assert desk.requests == [(413, 1)]
     assert reporter.stats()["rejected"] == 1 and reporter.stats()["queued"] == 0
+
+
+def test_a_batch_the_desk_refuses_as_400_is_split_down_to_the_item_at_fault(
+    make_reporter: Callable[..., Reporter], desk: FakeDesk
+) -> None:
+    reporter = make_reporter(batch_size=40, flush_interval=60)
+    ids = [reporter.failure(failure(number)) for number in range(40)]
+    desk.too_deep.add(ids[17])
+    assert reporter.flush(10)
+    assert sorted(desk.stored) == sorted(ids[:17] + ids[18:])
+    assert (400, 40) in desk.requests and (400, 1) in desk.requests
+    stats = reporter.stats()
+    assert stats["rejected"] == 1 and stats["sent"] == 39 and stats["queued"] == 0
+
+
+def test_a_400_that_is_not_the_desks_answer_is_retried_and_nothing_is_dropped(
+    make_reporter: Callable[..., Reporter], desk: FakeDesk
+) -> None:
+    # What Django answers a Host header it does not serve, or a proxy in front of the desk.
+    desk.script = [(400, {}, b"<h1>Bad Request (400)</h1>")] * 2
+    reporter = make_reporter()
+    ids = [reporter.failure(failure(number)) for number in range(10)]
+    assert reporter.flush(10)
+    assert [answer for answer, _ in desk.requests] == [400, 400, 200]
+    assert sorted(desk.stored) == sorted(ids)
+    assert reporter.stats()["rejected"] == 0 and reporter.stats()["sent"] == 10
 
 
 def test_a_rejected_item_is_logged_once_without_its_body_and_not_sent_again(

@@ -1,9 +1,10 @@
-"""docker-compose.yml, the stack operators run, checked in the suite (issue 6).
+"""docker-compose.yml, the stack operators run, checked in the suite (issues 6 and 18).
 
 `docker compose config` parses it where the docker CLI has its compose plugin (skipped,
 with the reason, where it has not). The structural checks always run: the YAML parses,
-the six services are there and wired to each other, every environment variable the app
-services set is one config/settings.py reads (a misspelt name would be silently ignored),
+the seven services are there and wired to each other (the pools, worker and beat start
+after the one-shot migrate), every environment variable the app services set is one
+config/settings.py reads (a misspelt name would be silently ignored),
 the settings start under exactly that environment, and every command names a real
 management command, WSGI module or Celery app.
 """
@@ -130,9 +131,9 @@ def test_docker_compose_config_parses_the_file() -> None:
 # --- structure (always) ---------------------------------------------------------------------
 
 
-def test_the_stack_has_its_six_services_wired_together() -> None:
+def test_the_stack_has_its_seven_services_wired_together() -> None:
     services = compose()["services"]
-    assert set(services) == {"postgres", "redis", *APP_SERVICES}
+    assert set(services) == {"postgres", "redis", "migrate", *APP_SERVICES}
     for name in ("postgres", "redis"):
         assert services[name].get("image"), f"{name} has no image"
         assert services[name].get("healthcheck", {}).get("test"), f"{name} has no healthcheck"
@@ -142,6 +143,9 @@ def test_the_stack_has_its_six_services_wired_together() -> None:
         depends = service.get("depends_on") or {}
         for needed in ("postgres", "redis"):
             assert depends.get(needed, {}).get("condition") == "service_healthy", (name, needed)
+        # No pool, worker or beat before the schema: an ingest pool that started first
+        # would answer its first batches with errors.
+        assert depends.get("migrate", {}).get("condition") == "service_completed_successfully"
     for volume in services["postgres"].get("volumes") or []:
         named = str(volume).split(":", 1)[0]
         assert named.startswith("/") or named in (compose().get("volumes") or {}), volume
@@ -220,7 +224,7 @@ def test_every_command_names_something_that_exists() -> None:
                 app = importlib.import_module(words[words.index("-A") + 1])
                 assert isinstance(getattr(app, "celery_app", None), Celery)
                 assert words[words.index("-A") + 2] in ("worker", "beat")
-    assert seen["gunicorn"] == 2 and seen["celery"] == 2 and seen["manage.py"] >= 2, seen
+    assert seen["gunicorn"] == 2 and seen["celery"] == 2 and seen["manage.py"] >= 1, seen
     beat = _command("beat")
     assert "beat" in beat
     if "--schedule" in beat:
@@ -284,6 +288,18 @@ def test_the_image_leaves_out_history_environments_and_data() -> None:
     assert "DJANGO_DEBUG=0" in dockerfile
 
 
+def test_migrations_run_once_in_their_own_service_before_the_others() -> None:
+    migrate = compose()["services"]["migrate"]
+    assert migrate.get("build") == "."
+    assert _command("migrate") == ["python", "manage.py", "migrate", "--noinput"]
+    assert "migrate" in get_commands()
+    assert migrate["depends_on"]["postgres"]["condition"] == "service_healthy"
+    assert str(migrate.get("restart")) == "no"  # it exits once done; it is not restarted
+    assert _environment("migrate") == _environment("web")
+    for name in APP_SERVICES:
+        assert "migrate" not in _command(name), f"{name} migrates on its own"
+
+
 def test_ingest_and_pages_run_as_separately_sized_pools_of_one_image() -> None:
     web, ingest = _command("web"), _command("ingest")
     assert compose()["services"]["ingest"].get("build") == compose()["services"]["web"].get("build")
@@ -294,6 +310,11 @@ def test_ingest_and_pages_run_as_separately_sized_pools_of_one_image() -> None:
     assert web[web.index("--workers") + 1] == "${TRIAGE_WEB_WORKERS:-3}"
     assert ingest[ingest.index("--workers") + 1] == "${TRIAGE_INGEST_WORKERS:-2}"
     assert ingest[ingest.index("--worker-class") + 1] == "gthread"  # answers 503s while busy
+    # Threads well beyond the one batch a process ingests at once: a request that cannot get
+    # the slot within TRIAGE_INGEST_SLOT_WAIT_SECONDS is answered 503 with Retry-After. With
+    # 4 threads, 40 senders' batches waited 6-9 s in gunicorn's queue and none was refused.
+    assert int(ingest[ingest.index("--threads") + 1]) >= 16
+    assert "TRIAGE_INGEST_CONCURRENT_BATCHES" not in _environment("ingest")  # the default, 1
     web_port = web[web.index("--bind") + 1].rsplit(":", 1)[1]
     ingest_port = ingest[ingest.index("--bind") + 1].rsplit(":", 1)[1]
     assert web_port != ingest_port

@@ -29,6 +29,13 @@ def _post(client: APIClient) -> Any:
     return client.post("/api/v1/ingest", {"items": [failure_item()]}, format="json")
 
 
+def _export(client: APIClient) -> Any:
+    from tests.triage.intake.otlp_helpers import FAILING_CALLS, export_request, record
+
+    body = export_request(record([FAILING_CALLS["http_5xx"]], chat=False)).SerializeToString()
+    return client.post("/v1/traces", data=body, content_type="application/x-protobuf")
+
+
 @pytest.mark.django_db
 def test_the_ingest_pool_serves_ingest_and_health_and_refuses_pages(
     settings: Any, ingest_client: APIClient, client_as: Any
@@ -40,6 +47,8 @@ def test_the_ingest_pool_serves_ingest_and_health_and_refuses_pages(
     assert Client().get("/healthz").json() == {"status": "ok"}
     assert _post(ingest_client).status_code == 200
     assert FailureRecord.objects.count() == 1
+    assert _export(ingest_client).status_code == 200  # the OTLP door too
+    assert FailureRecord.objects.filter(source="otlp").count() == 1
 
 
 @pytest.mark.django_db
@@ -47,6 +56,7 @@ def test_the_web_pool_still_serves_ingest_when_routed_there(
     ingest_client: APIClient, client_as: Any
 ) -> None:
     assert _post(ingest_client).status_code == 200
+    assert _export(ingest_client).status_code == 200
     assert client_as("viewer").get("/").status_code == 200
 
 

@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import contextlib
 import random
+import select
 import socket
 import threading
+import time
 from dataclasses import dataclass, field
 from types import TracebackType
 
@@ -50,6 +52,9 @@ class _Pair:
         self.swallow_replies = False
         self.reply_swallowed = threading.Event()
         self.tail = b""
+        # True from the moment the server's bytes are taken off the socket until they were
+        # handed to the client (with the peek before it, no moment shows neither).
+        self.forwarding = False
 
     def close(self) -> None:
         for sock in (self.client, self.upstream):
@@ -234,6 +239,7 @@ class TcpProxy:
                         pair.upstream.sendall(data)
                     if cut.wait_for_reply:
                         pair.reply_swallowed.wait(timeout=10)
+                    self._let_sent_replies_arrive(besides=pair)
                     if cut.keep_listening:
                         self.drop_connections()
                     else:
@@ -247,14 +253,36 @@ class TcpProxy:
 
     def _upstream_to_client(self, pair: _Pair) -> None:
         try:
-            while data := pair.upstream.recv(_CHUNK):
+            # Peek first, so the bytes stay readable on the socket until `forwarding` says
+            # they are on their way (see _let_sent_replies_arrive).
+            while peeked := pair.upstream.recv(_CHUNK, socket.MSG_PEEK):
+                pair.forwarding = True
+                data = pair.upstream.recv(len(peeked))
                 if pair.swallow_replies:
                     pair.reply_swallowed.set()
-                    continue
-                pair.client.sendall(data)
+                else:
+                    pair.client.sendall(data)
+                pair.forwarding = False
         except OSError:
             pass
         self._drop(pair)
+
+    def _let_sent_replies_arrive(self, *, besides: _Pair, timeout: float = 5.0) -> None:
+        """A server that goes down does not take back what it had already written: before
+        the cut, what the other connections' server had sent reaches their clients (on a
+        busy machine the forwarding thread may not have run yet; the client would then see
+        a reply lost that the real network would have delivered)."""
+        with self._lock:
+            others = [other for other in self._pairs if other is not besides]
+        deadline = time.monotonic() + timeout
+        while others and time.monotonic() < deadline:
+            try:
+                readable, _, _ = select.select([other.upstream for other in others], [], [], 0)
+            except (OSError, ValueError):
+                return  # a connection closed meanwhile: nothing more to wait for
+            if not readable and not any(other.forwarding for other in others):
+                return
+            time.sleep(0.002)
 
     @staticmethod
     def _matches(pair: _Pair, cut: _Cut, data: bytes) -> bool:

@@ -1,4 +1,5 @@
-"""PostgreSQL goes down while gunicorn ingests a batch (issue 6, "faults survived").
+"""PostgreSQL goes down while gunicorn ingests a batch (issue 6, "faults survived"), on both
+doors (the OTLP door's answer: issue 11).
 
 gunicorn serves the API as in docker-compose.yml, but reaches PostgreSQL through a
 `TcpProxy` this test controls; the machine's PostgreSQL is shared and never stopped. The
@@ -246,3 +247,49 @@ def test_a_database_down_before_the_request_answers_503_fast(
     status, _, body = send(_batch())
     assert status == 207 and body["accepted"] == 5, body
     _assert_stored_once(seeded, _state())
+
+
+def test_the_otlp_door_answers_503_while_the_database_is_down_and_the_retry_is_stored_once(
+    server: Gunicorn, proxy: TcpProxy, make_api_key: Callable[..., str]
+) -> None:
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceResponse,
+    )
+
+    from tests.triage.intake.otlp_helpers import FAILING_CALLS, export_request, record
+
+    key = make_api_key()
+    body = export_request(record(list(FAILING_CALLS.values()))).SerializeToString()
+
+    def export() -> tuple[int, dict[str, str], bytes]:
+        client = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+        try:
+            client.request(
+                "POST",
+                "/v1/traces",
+                body=body,
+                headers={
+                    "Authorization": f"Bearer {key}",
+                    "Content-Type": "application/x-protobuf",
+                },
+            )
+            response = client.getresponse()
+            headers = {name.lower(): value for name, value in response.getheaders()}
+            return response.status, headers, response.read()
+        finally:
+            client.close()
+
+    proxy.stop()
+    status, headers, answer = export()
+    # 503 with Retry-After, the statuses OTLP exporters retry; google.rpc.Status code 14
+    # (UNAVAILABLE), its message starting with the stable code.
+    assert status == 503 and int(headers["retry-after"]) >= 1, answer
+    assert answer[:2] == b"\x08\x0e" and b"database_unavailable" in answer
+    assert FailureRecord.objects.count() == 0
+    proxy.start()
+    status, _, answer = export()
+    assert status == 200, answer
+    assert not ExportTraceServiceResponse.FromString(answer).HasField("partial_success")
+    assert export()[0] == 200  # the exporter's retry of the same spans: duplicates
+    assert FailureRecord.objects.count() == len(FAILING_CALLS)
+    assert IngestItem.objects.count() == len(FAILING_CALLS)  # the chat and agent spans skipped

@@ -39,14 +39,13 @@ from triage.capacity import ingest_slot
 from triage.intake.auth import ApiKeyAuthentication, HasIngestScope
 from triage.intake.errors import (
     InvalidBatch,
-    LengthRequired,
     PayloadTooLarge,
     QuotaExceeded,
     exception_handler,
 )
 from triage.intake.ingest import CONFLICT, REJECTED, batch_ingest
 from triage.intake.otlp_spans import count_spans, map_export
-from triage.intake.parsers import read_body
+from triage.intake.parsers import read_body, take_chunked_body
 from triage.intake.quota import quota_consume
 from triage.json_limits import JSONTooDeep, loads_bounded
 from triage.models import ApiKey
@@ -218,7 +217,7 @@ class OtlpTracesApi(APIView):
             not request.META.get("CONTENT_LENGTH")
             and "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower()
         ):
-            raise LengthRequired()
+            take_chunked_body(request)  # OTel's JavaScript exporter sends chunked bodies
         data = request.data
         export = data if isinstance(data, ExportTraceServiceRequest) else None
         if export is None:  # no body at all: DRF hands back an empty mapping

@@ -10,7 +10,7 @@ from typing import Any
 from django.conf import settings
 from rest_framework.parsers import BaseParser
 
-from triage.intake.errors import InvalidBatch, PayloadTooLarge
+from triage.intake.errors import InvalidBatch, LengthRequired, PayloadTooLarge
 from triage.json_limits import JSONTooDeep, loads_bounded
 
 _CHUNK = 64 * 1024
@@ -58,7 +58,9 @@ def read_body(stream: Any, parser_context: Mapping[str, Any] | None) -> bytearra
     declared = meta.get("CONTENT_LENGTH") or "0"
     if declared.isdigit() and int(declared) > limit:
         raise PayloadTooLarge(f"The body is larger than {limit} bytes.")
-    raw = _read_limited(stream, limit) if stream is not None else bytearray()
+    raw = getattr(request, "ingest_chunked_body", None) if request is not None else None
+    if raw is None:
+        raw = _read_limited(stream, limit) if stream is not None else bytearray()
     if request is not None:
         request.ingest_body_bytes = len(raw)
     encoding = meta.get("HTTP_CONTENT_ENCODING", "").strip().lower()
@@ -71,6 +73,24 @@ def read_body(stream: Any, parser_context: Mapping[str, Any] | None) -> bytearra
     if request is not None:
         request.ingest_decoded_bytes = len(raw)
     return raw
+
+
+def take_chunked_body(request: Any) -> None:
+    """Read a chunked body that came without a Content-Length, within the body limit.
+
+    Django reads a body only as far as its Content-Length, so without one a chunked body
+    looks empty. Where the server has taken the chunks apart and ends the input
+    (`wsgi.input_terminated`: gunicorn, as deployed), the body is read here, at most the
+    limit (413 past it), and parsed as if it had come with its length. Elsewhere (Django's
+    development server) the answer is 411. OpenTelemetry's JavaScript exporter sends its
+    spans chunked, so the OTLP door takes them; the native door keeps answering 411.
+    """
+    meta = request.META
+    if not meta.get("wsgi.input_terminated"):
+        raise LengthRequired()
+    raw = _read_limited(meta["wsgi.input"], settings.TRIAGE_INGEST_MAX_BODY_BYTES)
+    request.ingest_chunked_body = raw
+    meta["CONTENT_LENGTH"] = str(len(raw))  # so the parser is called, and reads `raw`
 
 
 class IngestJSONParser(BaseParser):

@@ -4,6 +4,7 @@ the real exporter over HTTP)."""
 from __future__ import annotations
 
 import gzip
+import io
 import json
 from typing import Any
 from unittest import mock
@@ -303,3 +304,48 @@ def test_errors_are_a_google_rpc_status_in_the_request_encoding(make_api_key: An
     response = post(client, otlp_json_bytes(body), content_type="application/json")
     assert response.status_code == 401
     assert response.json() == {"code": 16, "message": "invalid_api_key: Unknown API key."}
+
+
+def chunked(body: bytes, *, terminated: bool) -> dict[str, Any]:
+    """The WSGI environment of a chunked request without a Content-Length: gunicorn hands
+    the body over taken apart and ends it (`wsgi.input_terminated`); runserver does not."""
+    environ: dict[str, Any] = {
+        "CONTENT_LENGTH": "",
+        "HTTP_TRANSFER_ENCODING": "chunked",
+        "wsgi.input": io.BytesIO(body),
+    }
+    if terminated:
+        environ["wsgi.input_terminated"] = True
+    return environ
+
+
+def test_a_chunked_body_without_a_length_is_read_where_the_server_ends_it(
+    ingest_client: APIClient,
+) -> None:
+    # OpenTelemetry's JavaScript exporter sends every export this way.
+    body = a_request(FAILING_CALLS["http_5xx"], chat=False).SerializeToString()
+    response = post(ingest_client, b"", **chunked(body, terminated=True))
+    assert response.status_code == 200, response.content
+    assert FailureRecord.objects.get().reason == "http_5xx"
+    gzipped = gzip.compress(otlp_json_bytes(a_request(FAILING_CALLS["timeout"], chat=False)))
+    response = post(
+        ingest_client,
+        b"",
+        content_type="application/json",
+        HTTP_CONTENT_ENCODING="gzip",
+        **chunked(gzipped, terminated=True),
+    )
+    assert response.status_code == 200, response.content
+    assert FailureRecord.objects.filter(reason="timeout").count() == 1
+
+
+def test_a_chunked_body_is_bounded_and_refused_where_the_server_cannot_end_it(
+    ingest_client: APIClient, settings: Any
+) -> None:
+    body = a_request(*FAILING_CALLS.values()).SerializeToString()
+    unended = post(ingest_client, b"", **chunked(body, terminated=False))
+    assert unended.status_code == 411 and b"length_required" in unended.content
+    settings.TRIAGE_INGEST_MAX_BODY_BYTES = 100
+    too_large = post(ingest_client, b"", **chunked(body, terminated=True))
+    assert too_large.status_code == 413 and b"body_too_large" in too_large.content
+    assert IngestBatch.objects.count() == 0

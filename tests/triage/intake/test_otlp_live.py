@@ -3,6 +3,7 @@ with its protobuf exporter and once as OTLP JSON built from the same spans."""
 
 from __future__ import annotations
 
+import http.client
 import urllib.request
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -130,3 +131,28 @@ def test_an_instrumented_agent_lands_its_failing_tool_calls_classified(
     assert BEARER.split()[1] not in text
     assert EMAIL not in text
     assert "http.request.header.authorization" in text  # the attribute is kept, scrubbed
+
+
+def test_a_chunked_export_without_a_length_is_taken(
+    server: Gunicorn, make_api_key: Callable[..., str]
+) -> None:
+    """OpenTelemetry's JavaScript exporter streams its body chunked, with no Content-Length;
+    gunicorn takes the chunks apart and the door reads them, within the body limit."""
+    body = export_request(record([FAILING_CALLS["http_4xx"]], chat=False)).SerializeToString()
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    try:
+        connection.request(
+            "POST",
+            "/v1/traces",
+            body=iter([body[:10], body[10:]]),  # an iterable: http.client sends it chunked
+            headers={
+                "Authorization": f"Bearer {make_api_key()}",
+                "Content-Type": "application/x-protobuf",
+            },
+        )
+        response = connection.getresponse()
+        assert response.status == 200, response.read()
+        response.read()
+    finally:
+        connection.close()
+    assert FailureRecord.objects.get().reason == "http_4xx"

@@ -189,12 +189,16 @@ class Command(BaseCommand):
             person.groups.add(ensure_role_group(role))
 
     def _start_web(self, port: int, *, pool: str, workers: int) -> subprocess.Popen[bytes]:
+        # As docker-compose.yml: the ingest pool's many threads wait for its one batch slot
+        # and answer 503 ingest_busy after the wait, instead of queueing in gunicorn.
+        threads = 16 if pool == "ingest" else 4
         return subprocess.Popen(
             [
                 sys.executable, "-m", "gunicorn", "config.wsgi",
                 "--env", f"TRIAGE_POOL={pool}",
                 "--bind", f"127.0.0.1:{port}",
-                "--worker-class", "gthread", "--workers", str(workers), "--threads", "4",
+                "--worker-class", "gthread", "--workers", str(workers),
+                "--threads", str(threads),
                 "--log-level", "warning",
             ]
         )  # fmt: skip
