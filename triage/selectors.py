@@ -22,6 +22,7 @@ from django.db.models import (
     Value,
     When,
 )
+from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from triage import taxonomy
@@ -424,14 +425,18 @@ def _plain_rows(rows: QuerySet[Any, tuple[Any, ...]]) -> list[tuple[Any, ...]]:
         return cursor.fetchall()
 
 
+# The CTE of _window_sums: the ids of the groups the filters match.
+_MATCHING = "triage_matching_groups"
+
+
 def _window_sums(
     windows: list[tuple[datetime, datetime]], filters: dict[str, str], now: datetime
 ) -> list[dict[int, int]]:
     """Records per group in each window, all in one statement: every window's pieces
-    (UNION ALL), summed per group, joined to the groups the filters match, which are
-    found once (joining each piece to the groups made PostgreSQL read them once per piece
-    and test the source filter once per bucket row). The page's query count stays the
-    same however a window is cut."""
+    (UNION ALL), each summed over the groups the filters match, which are found once
+    (joining each piece to the groups made PostgreSQL read them once per piece and test
+    the source filter once per bucket row). The page's query count stays the same however
+    a window is cut."""
     pieces = [
         piece
         for part, (start, end) in enumerate(windows)
@@ -440,14 +445,14 @@ def _window_sums(
     counts: list[Counter[int]] = [Counter() for _ in windows]
     if not pieces:
         return [{} for _ in windows]
+    # Each piece sums only the matching groups (a selective filter keeps its sums small),
+    # and those are found once, in the statement's CTE.
+    matching_ids = RawSQL(f"SELECT id FROM {_MATCHING}", [])
+    pieces = [piece.filter(group_id__in=matching_ids) for piece in pieces]
     union_sql, union_params = pieces[0].union(*pieces[1:], all=True).query.sql_with_params()
     matching = FailureGroup.objects.filter(_triage_filter(filters)).values("pk")
     groups_sql, groups_params = matching.query.sql_with_params()
-    sql = (
-        f"WITH matching(id) AS MATERIALIZED ({groups_sql}) "
-        f"SELECT pieces.part, pieces.group_id, pieces.total FROM ({union_sql}) pieces "
-        "JOIN matching ON matching.id = pieces.group_id"
-    )
+    sql = f"WITH {_MATCHING}(id) AS MATERIALIZED ({groups_sql}) {union_sql}"
     with connection.cursor() as cursor:
         cursor.execute(sql, (*groups_params, *union_params))
         for part, group_id, total in cursor.fetchall():
