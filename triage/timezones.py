@@ -45,11 +45,29 @@ class PersonZone:
     source: str
 
 
+# The person's chosen zone ("" for none) is kept in their session from sign-in on, so no page
+# pays a query for it; saving a choice updates this session, other browsers at sign-in.
+SESSION_KEY = "person_time_zone"
+
+
+def remember_chosen_zone(request: HttpRequest, user: object) -> str:
+    """Read the person's preference into their session (at sign-in, or once for a session
+    from before the preference existed)."""
+    preference = PersonPreference.for_user(user)
+    chosen = preference.time_zone if preference is not None else ""
+    request.session[SESSION_KEY] = chosen
+    return chosen
+
+
 def zone_for_request(request: HttpRequest) -> PersonZone:
     """The zone the pages show this request's times in."""
-    preference = PersonPreference.for_user(getattr(request, "user", None))
-    if preference is not None and (chosen := zone_named(preference.time_zone)):
-        return PersonZone(chosen, preference.time_zone, CHOSEN)
+    user = getattr(request, "user", None)
+    if getattr(user, "is_authenticated", False) and hasattr(request, "session"):
+        chosen_name = request.session.get(SESSION_KEY)
+        if chosen_name is None:
+            chosen_name = remember_chosen_zone(request, user)
+        if chosen := zone_named(chosen_name):
+            return PersonZone(chosen, chosen_name, CHOSEN)
     cookie = request.COOKIES.get(COOKIE, "")
     if browser := zone_named(cookie):
         return PersonZone(browser, cookie, BROWSER)

@@ -14,7 +14,7 @@ from django.views.decorators.http import require_http_methods
 from triage.forms import TimeZonePreferenceForm
 from triage.models import PersonPreference
 from triage.services import person_time_zone_set
-from triage.timezones import COOKIE, zone_named
+from triage.timezones import COOKIE, SESSION_KEY, zone_named
 
 # Every role reads the pages; a person without one sees nothing, their settings included.
 ANY_ROLE = "triage.view_failuregroup"
@@ -30,6 +30,7 @@ def preferences_page(request: HttpRequest) -> HttpResponse:
         if form.is_valid():
             chosen = form.cleaned_data["time_zone"]
             person_time_zone_set(user=request.user, time_zone=chosen)
+            request.session[SESSION_KEY] = chosen
             if chosen:
                 messages.success(request, _("Times are now shown in %(zone)s.") % {"zone": chosen})
             else:

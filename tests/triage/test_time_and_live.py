@@ -308,3 +308,23 @@ def test_each_edge_reads_the_shorter_piece_of_its_hour() -> None:
     # 18:50: the 10 minutes to 19:00 are added; the 19:00 bucket is read whole.
     assert parts.edges[0] == _Edge(late - timedelta(hours=1), late.replace(minute=0), 1)
     assert parts.first_hour == late.replace(minute=0)
+
+
+def test_a_chosen_zone_follows_the_person_to_their_next_sign_in_at_no_query(
+    one_failure: Any, client_as: Any
+) -> None:
+    from django.test import Client
+
+    client_as("viewer").post("/preferences/", {"time_zone": "Europe/Berlin"})
+    other = Client()
+    other.cookies[COOKIE] = "Asia/Seoul"
+    other.force_login(PersonPreference.objects.get().user)  # another browser signs in
+    html = other.get("/").content.decode()
+    assert 'data-time-zone="Europe/Berlin"' in html
+    # The zone rides in the session: no page reads the preference for it.
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as queries:
+        assert 'data-time-zone="Europe/Berlin"' in other.get("/").content.decode()
+    assert not [q for q in queries.captured_queries if "personpreference" in q["sql"]]
