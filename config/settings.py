@@ -60,6 +60,7 @@ INSTALLED_APPS = [
     "triage",
     "learning",
     "qualitylab",
+    "alerts",
 ]
 
 MIDDLEWARE = [
@@ -258,6 +259,8 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 60.0,
     },
     "unmute-expired-groups": {"task": "triage.tasks.unmute_expired_groups", "schedule": 60.0},
+    # Alerts: the counter-read rule kinds, batches the broker missed and lost deliveries.
+    "evaluate-alert-rules": {"task": "alerts.tasks.evaluate_rules", "schedule": 60.0},
     # Retention: does nothing while TRIAGE_RETENTION_DAYS is 0.
     "prune-old-records": {"task": "triage.tasks.prune_old_records", "schedule": 3600.0},
 }
@@ -365,6 +368,48 @@ if not 0.0 <= LEARNING_MAX_RECENT_FAILURE_RATIO <= 1.0:
     raise ImproperlyConfigured("LEARNING_MAX_RECENT_FAILURE_RATIO must be between 0 and 1.")
 if not 0.0 <= LEARNING_MIN_TARGET_AGREEMENT <= 1.0:
     raise ImproperlyConfigured("LEARNING_MIN_TARGET_AGREEMENT must be between 0 and 1.")
+
+# --- Alerts (alerts/) -----------------------------------------------------------------------
+# Links in notifications are absolute: the address people open the desk at.
+DESK_BASE_URL = env_str(
+    "DESK_BASE_URL",
+    "http://127.0.0.1:8000"
+    if DEBUG
+    else next((f"https://{host}" for host in ALLOWED_HOSTS if host and "*" not in host
+               and not host.startswith(".")), "http://localhost"),
+)  # fmt: skip
+if not DESK_BASE_URL.startswith(("http://", "https://")):
+    raise ImproperlyConfigured("DESK_BASE_URL must be an absolute http(s) URL.")
+# Webhooks go to public addresses only; these non-public hosts, addresses and networks
+# (CIDR) are allowed too (a receiver on the local network, the demo's on 127.0.0.1).
+ALERTS_ALLOWED_HOSTS = env_list("ALERTS_ALLOWED_HOSTS", [])
+try:
+    PrivateAllowance.parse(ALERTS_ALLOWED_HOSTS)
+except ValueError as exc:
+    raise ImproperlyConfigured(f"ALERTS_ALLOWED_HOSTS: {exc}.") from None
+# One webhook call (redirects and the answer included), and the most of an answer it reads.
+ALERTS_TIMEOUT_SECONDS = env_float("ALERTS_TIMEOUT_SECONDS", 10.0)
+if not 0 < ALERTS_TIMEOUT_SECONDS <= 60:
+    raise ImproperlyConfigured("ALERTS_TIMEOUT_SECONDS must be in (0, 60].")
+ALERTS_MAX_RESPONSE_BYTES = env_int("ALERTS_MAX_RESPONSE_BYTES", 64 * 1024, minimum=1024)
+# A delivery a worker claimed is taken over after the timeout plus this margin (it died).
+ALERTS_LEASE_MARGIN_SECONDS = env_int("ALERTS_LEASE_MARGIN_SECONDS", 30, minimum=1)
+# Attempts per delivery (the first included) before it is logged as failed.
+ALERTS_DELIVERY_ATTEMPTS = env_int("ALERTS_DELIVERY_ATTEMPTS", 5, minimum=1)
+# One evaluation of a rule matching more subjects than this sends one digest instead.
+ALERTS_DIGEST_THRESHOLD = env_int("ALERTS_DIGEST_THRESHOLD", 20, minimum=1)
+# Email goes through Django's mail backend: SMTP, set from the environment.
+EMAIL_BACKEND = env_str("DJANGO_EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", False)
+if EMAIL_USE_TLS and EMAIL_USE_SSL:
+    raise ImproperlyConfigured("Set at most one of EMAIL_USE_TLS and EMAIL_USE_SSL.")
+EMAIL_TIMEOUT = env_float("EMAIL_TIMEOUT", 10.0)
+ALERTS_FROM_EMAIL = env_str("ALERTS_FROM_EMAIL", "triage-desk@localhost")
 
 LOGGING = {
     "version": 1,

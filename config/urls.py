@@ -52,5 +52,6 @@ urlpatterns = [
     ),
     path("qualitylab/", include("qualitylab.urls")),
     path("learning/", include("learning.urls")),
+    path("alerts/", include("alerts.urls")),
     path("", include("triage.urls")),
 ]

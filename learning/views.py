@@ -9,7 +9,6 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
 from django.core.paginator import Paginator
-from django.forms import Form
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
@@ -22,6 +21,7 @@ from learning.forms import ApproveForm, DemoteForm, PolicyForm, QueueFilterForm,
 from learning.models import RejectionReason, Suggestion
 from qualitylab.models import Collection, LearningMode
 from triage import roles
+from triage.drafts import errors_in_words
 from triage.http import is_partial
 
 VIEW_SUGGESTIONS = "learning.view_suggestion"
@@ -172,7 +172,7 @@ def collection_policy_view(request: HttpRequest, name: str) -> HttpResponse:
     form = PolicyForm(request.POST)
     back = reverse("learning:home") + "#policies"
     if not form.is_valid():
-        messages.error(request, _errors(form))
+        messages.error(request, errors_in_words(form))
         return HttpResponseRedirect(back)
     data = form.cleaned_data
     try:
@@ -206,10 +206,3 @@ def _back(request: HttpRequest, suggestion: Suggestion) -> HttpResponseRedirect:
     if not safe or not target.startswith(reverse("learning:home")):
         target = reverse("learning:suggestion", args=[suggestion.pk])
     return HttpResponseRedirect(f"{target}#suggestion-{suggestion.pk}")
-
-
-def _errors(form: Form) -> str:
-    return " ".join(
-        f"{'' if field == '__all__' else field + ': '}{' '.join(str(e) for e in errors)}"
-        for field, errors in form.errors.items()
-    )

@@ -17,6 +17,7 @@ NAVIGATION = (
     ("Quality Lab", "qualitylab:home"),
     ("Learning", "learning:home"),
     ("Ingestion", "triage:ingestion"),
+    ("Alerts", "alerts:home"),
 )
 
 

@@ -10,6 +10,7 @@ from urllib.parse import urlencode
 from django import forms
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.core.validators import URLValidator
 from django.http import QueryDict
 from django.utils import timezone
 from django.utils.functional import Promise
@@ -18,7 +19,15 @@ from django.utils.translation import gettext_lazy as _
 from triage import taxonomy, timezones
 from triage.collection_names import COLLECTION_NAME_MAX_LENGTH
 from triage.fields import validate_collection_name
-from triage.models import GroupAction, GroupStatus, ReconciliationFinding, ToolPolicy
+from triage.models import (
+    RUNBOOK_NOTE_MAX_LENGTH,
+    RUNBOOK_URL_MAX_LENGTH,
+    GroupAction,
+    GroupStatus,
+    ReconciliationFinding,
+    RunbookSubject,
+    ToolPolicy,
+)
 
 WINDOWS = {"1h": timedelta(hours=1), "24h": timedelta(hours=24), "7d": timedelta(days=7),
            "30d": timedelta(days=30)}  # fmt: skip
@@ -289,21 +298,39 @@ UNASSIGN = "unassign"
 
 
 class GroupActionForm(forms.Form):
+    # Labels are what a refused form says ("Mute until: ..."), never the field's name.
     action = forms.ChoiceField(
-        choices=[*(c for c in GroupAction.choices if c[0] != "undo"), (UNASSIGN, "unassign")]
+        choices=[*(c for c in GroupAction.choices if c[0] != "undo"), (UNASSIGN, "unassign")],
+        label=_("Action"),
     )
     # "Assign to me": the person acting is the assignee, whatever the assignee field says.
-    assign_to_me = forms.BooleanField(required=False)
+    assign_to_me = forms.BooleanField(required=False, label=_("Assign to me"))
     note = forms.CharField(
-        required=False, widget=forms.Textarea(attrs={"rows": 2}), max_length=4000
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        max_length=4000,
+        label=_("Note"),
     )
-    assignee = forms.ModelChoiceField(queryset=get_user_model().objects.none(), required=False)
+    assignee = forms.ModelChoiceField(
+        queryset=get_user_model().objects.none(),
+        required=False,
+        label=_("Assignee"),
+        empty_label=_("choose whom…"),
+    )
     # Read in the person's time zone (triage.middleware): "19:03" typed in Seoul is 19:03 KST.
     muted_until = forms.DateTimeField(
-        required=False, widget=forms.DateTimeInput(attrs={"type": "datetime-local"})
+        required=False,
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
+        label=_("Mute until"),
+        error_messages={"invalid": _("Enter a date and a time, such as 2026-12-01 18:30.")},
     )
-    mute_count = forms.IntegerField(required=False, min_value=1, max_value=1_000_000)
-    mute_for = forms.ChoiceField(required=False, choices=[])
+    mute_count = forms.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=1_000_000,
+        label=_("Mute for this many new records"),
+    )
+    mute_for = forms.ChoiceField(required=False, choices=[], label=_("Mute for"))
 
     def __init__(self, *args: Any, user: Any = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -352,8 +379,8 @@ class GroupActionForm(forms.Form):
 
 
 class BulkActionForm(GroupActionForm):
-    confirm_count = forms.IntegerField(min_value=0)
-    query = forms.CharField(required=False, max_length=1000)
+    confirm_count = forms.IntegerField(min_value=0, label=_("Number of groups"))
+    query = forms.CharField(required=False, max_length=1000, label=_("Filter"))
 
 
 class ReconcileForm(forms.Form):
@@ -412,7 +439,58 @@ class ApiKeyCreateForm(forms.Form):
         widget=forms.CheckboxSelectMultiple,
         initial=["ingest"],
     )
-    expires_days = forms.IntegerField(required=False, min_value=1, max_value=3650)
+    expires_days = forms.IntegerField(
+        required=False, min_value=1, max_value=3650, label=_("Expires in (days)")
+    )
+
+
+# Where a tool's runbook applies: the group's collection only, or the tool everywhere.
+RUNBOOK_SCOPE_COLLECTION = "collection"
+RUNBOOK_SCOPE_EVERY = "every"
+
+
+class RunbookForm(forms.Form):
+    """A runbook link (http or https only: it is rendered as a link) and a short note."""
+
+    subject = forms.ChoiceField(choices=RunbookSubject.choices)
+    scope = forms.ChoiceField(
+        choices=[(RUNBOOK_SCOPE_COLLECTION, _("this collection only")),
+                 (RUNBOOK_SCOPE_EVERY, _("every collection"))],
+        required=False,
+        label=_("Applies to"),
+    )  # fmt: skip
+    url = forms.CharField(
+        required=False,
+        max_length=RUNBOOK_URL_MAX_LENGTH,
+        label=_("Runbook link"),
+        widget=forms.URLInput(attrs={"placeholder": "https://wiki.example.com/runbooks/…"}),
+    )
+    note = forms.CharField(
+        required=False,
+        max_length=RUNBOOK_NOTE_MAX_LENGTH,
+        label=_("Note"),
+        widget=forms.Textarea(attrs={"rows": 2}),
+    )
+
+    def clean_url(self) -> str:
+        url = (self.cleaned_data.get("url") or "").strip()
+        if not url:
+            return ""
+        validate = URLValidator(
+            schemes=["http", "https"],
+            message=_("Enter a full web address starting with https:// or http://."),
+        )
+        validate(url)
+        authority = url.split("://", 1)[1].split("/", 1)[0]
+        if "@" in authority:
+            raise forms.ValidationError(
+                _("Leave the user name and password out of the link: it is shown to everyone."),
+                code="credentials_in_url",
+            )
+        return url
+
+    def clean_note(self) -> str:
+        return (self.cleaned_data.get("note") or "").strip()
 
 
 class TimeZonePreferenceForm(forms.Form):

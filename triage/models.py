@@ -610,3 +610,76 @@ class PersonPreference(models.Model):
         if not getattr(user, "is_authenticated", False):
             return None
         return cls.objects.filter(user=user).first()
+
+
+class RunbookSubject(models.TextChoices):
+    REASON = "reason", "reason"
+    TOOL = "tool", "tool"
+
+
+# A runbook's note is a pointer for the first minute of an incident, not the runbook itself.
+RUNBOOK_NOTE_MAX_LENGTH = 500
+RUNBOOK_URL_MAX_LENGTH = 500
+
+
+class Runbook(models.Model):
+    """The runbook link and short note operators keep for a reason code or for a tool.
+
+    A reason's runbook is keyed by the code alone, as the taxonomy's advice is. A tool's is
+    keyed by (collection, tool) like a ToolPolicy, collection "" meaning the tool in every
+    collection: the same tool name in two collections usually has two owners.
+    """
+
+    subject = models.CharField(max_length=8, choices=RunbookSubject.choices)
+    reason = models.CharField(max_length=100, blank=True, default="")
+    collection = models.CharField(max_length=200, blank=True, default="")
+    tool = models.CharField(max_length=200, blank=True, default="")
+    url = models.CharField(max_length=RUNBOOK_URL_MAX_LENGTH, blank=True, default="")
+    note = models.CharField(max_length=RUNBOOK_NOTE_MAX_LENGTH, blank=True, default="")
+    updated_at = models.DateTimeField(default=timezone.now)
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["subject", "reason", "collection", "tool"], name="runbook_unique"
+            ),
+            models.CheckConstraint(
+                condition=(
+                    models.Q(subject="reason", collection="", tool="") & ~models.Q(reason="")
+                )
+                | (models.Q(subject="tool", reason="") & ~models.Q(tool="")),
+                name="runbook_subject_keys",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        if self.subject == RunbookSubject.REASON:
+            return f"runbook of reason {self.reason}"
+        return f"runbook of tool {self.collection or '*'}/{self.tool}"
+
+    @property
+    def is_empty(self) -> bool:
+        return not (self.url or self.note)
+
+
+class RunbookRevision(models.Model):
+    """Append-only history of a runbook: who changed its link or note, when, from what."""
+
+    runbook = models.ForeignKey(Runbook, on_delete=models.CASCADE, related_name="revisions")
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    url_before = models.CharField(max_length=RUNBOOK_URL_MAX_LENGTH, blank=True)
+    url_after = models.CharField(max_length=RUNBOOK_URL_MAX_LENGTH, blank=True)
+    note_before = models.CharField(max_length=RUNBOOK_NOTE_MAX_LENGTH, blank=True)
+    note_after = models.CharField(max_length=RUNBOOK_NOTE_MAX_LENGTH, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.runbook}: revision {self.pk}"

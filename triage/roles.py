@@ -16,6 +16,9 @@ ADD_COLLECTION = "qualitylab.add_collection"
 CHANGE_CASE = "qualitylab.change_qualitycase"
 CHANGE_COLLECTION = "qualitylab.change_collection"
 REVIEW_SUGGESTION = "learning.review_suggestion"
+VIEW_ALERTS = "alerts.view_rule"
+CHANGE_ALERT_RULES = "alerts.change_rule"
+CHANGE_ALERT_CHANNELS = "alerts.change_channel"
 
 
 def user_roles(user: Any) -> list[str]:
@@ -48,7 +51,12 @@ _VIEW = (
     "learning.view_suggestion",
     "learning.view_review",
     "learning.view_shadowobservation",
+    "alerts.view_rule",
+    "alerts.view_channel",
+    "alerts.view_delivery",
 )
+_ALERT_RULES_WRITE = ("alerts.add_rule", "alerts.change_rule", "alerts.delete_rule")
+_ALERT_CHANNELS_WRITE = ("alerts.add_channel", "alerts.change_channel", "alerts.delete_channel")
 _QUALITY_LAB_WRITE = (
     "qualitylab.add_collection",
     "qualitylab.change_collection",
@@ -66,6 +74,7 @@ ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
         "triage.reconcile_receipt",
         "triage.change_toolpolicy",
         *_QUALITY_LAB_WRITE,
+        *_ALERT_RULES_WRITE,
     ),
     "reviewer": (*_VIEW, "learning.review_suggestion"),
     "admin": (
@@ -81,6 +90,8 @@ ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
         "qualitylab.delete_qualitycase",
         "qualitylab.delete_suite",
         "learning.review_suggestion",
+        *_ALERT_RULES_WRITE,
+        *_ALERT_CHANNELS_WRITE,
     ),
 }
 

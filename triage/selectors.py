@@ -35,6 +35,9 @@ from triage.models import (
     Receipt,
     Reconciliation,
     RejectionCount,
+    Runbook,
+    RunbookRevision,
+    RunbookSubject,
 )
 from triage.timebins import day_ceil, day_floor, hour_floor
 
@@ -727,3 +730,48 @@ def group_related_receipts(*, group: FailureGroup, keys: list[str]) -> list[Rece
     if keys:
         related |= Q(idempotency_key__in=keys)
     return list(Receipt.objects.filter(related).order_by("-received_at")[:20])
+
+
+@dataclass(frozen=True)
+class Runbooks:
+    """The runbooks that apply to one failure: its reason's and its tool's (either may be
+    None). ``tool`` is the collection's own runbook of the tool when it has one, else the
+    tool's runbook for every collection."""
+
+    reason: Runbook | None
+    tool: Runbook | None
+
+    def __bool__(self) -> bool:
+        return bool(self.reason or self.tool)
+
+
+def runbooks_for(*, reason: str, tool: str, collection: str) -> Runbooks:
+    """The runbook link and note of a reason and a tool, in one query.
+
+    The one read the pages and alerts share: an alert about a group passes the group's
+    reason, tool and collection and carries what this returns.
+    """
+    wanted = Q(subject=RunbookSubject.REASON, reason=reason) if reason else Q(pk__in=[])
+    if tool:
+        wanted |= Q(subject=RunbookSubject.TOOL, tool=tool, collection__in={collection, ""})
+    found = [runbook for runbook in Runbook.objects.filter(wanted) if not runbook.is_empty]
+    reason_runbook = next((r for r in found if r.subject == RunbookSubject.REASON), None)
+    tools = sorted(
+        (r for r in found if r.subject == RunbookSubject.TOOL),
+        key=lambda r: r.collection == "",  # the collection's own first
+    )
+    return Runbooks(reason=reason_runbook, tool=tools[0] if tools else None)
+
+
+def runbook_history(
+    *, reason: str, tool: str, collection: str, limit: int = 20
+) -> list[RunbookRevision]:
+    """The latest edits of every runbook that can apply to a group, newest first."""
+    wanted = Q(runbook__subject=RunbookSubject.REASON, runbook__reason=reason)
+    if tool:
+        wanted |= Q(
+            runbook__subject=RunbookSubject.TOOL,
+            runbook__tool=tool,
+            runbook__collection__in={collection, ""},
+        )
+    return list(RunbookRevision.objects.filter(wanted).select_related("runbook", "actor")[:limit])

@@ -22,6 +22,9 @@ from triage.models import (
     Receipt,
     Reconciliation,
     ReconciliationFinding,
+    Runbook,
+    RunbookRevision,
+    RunbookSubject,
 )
 
 
@@ -323,6 +326,47 @@ def receipt_reconcile(*, receipt: Receipt, actor: Any, finding: str, note: str) 
         return Reconciliation.objects.create(
             receipt=receipt, actor=actor, finding=finding, note=note.strip()
         )
+
+
+# --- runbooks -----------------------------------------------------------------------------
+
+
+def runbook_set(
+    *,
+    subject: str,
+    reason: str = "",
+    collection: str = "",
+    tool: str = "",
+    url: str,
+    note: str,
+    actor: Any,
+) -> Runbook:
+    """Set the runbook link and note of a reason (by code) or a tool (in a collection, or
+    in every collection with collection ""), keeping the change in its history. Saving what
+    is already there records nothing; an empty link and note clear it (kept in history)."""
+    if subject == RunbookSubject.REASON:
+        collection, tool = "", ""
+    else:
+        reason = ""
+    with transaction.atomic():
+        runbook, _ = Runbook.objects.get_or_create(
+            subject=subject, reason=reason, collection=collection, tool=tool
+        )
+        runbook = Runbook.objects.select_for_update().get(pk=runbook.pk)
+        if (runbook.url, runbook.note) == (url, note):
+            return runbook
+        RunbookRevision.objects.create(
+            runbook=runbook,
+            actor=actor,
+            url_before=runbook.url,
+            url_after=url,
+            note_before=runbook.note,
+            note_after=note,
+        )
+        runbook.url, runbook.note = url, note
+        runbook.updated_at, runbook.updated_by = timezone.now(), actor
+        runbook.save(update_fields=["url", "note", "updated_at", "updated_by"])
+    return runbook
 
 
 def person_time_zone_set(*, user: Any, time_zone: str) -> PersonPreference:

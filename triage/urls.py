@@ -27,6 +27,7 @@ urlpatterns = [
         views.group_undo_view,
         name="group-undo",
     ),
+    path("triage/groups/<int:group_id>/runbook", views.group_runbook_view, name="group-runbook"),
     path("triage/bulk", views.bulk_act_view, name="bulk"),
     path("triage/bulk/<int:bulk_id>/undo", views.bulk_undo_view, name="bulk-undo"),
     *views_receipts.urlpatterns,

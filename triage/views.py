@@ -9,6 +9,7 @@ from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
+from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, QueryDict
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
@@ -19,12 +20,17 @@ from django.views.decorators.http import require_POST, require_safe
 from django_htmx.http import push_url
 
 from triage import roles, selectors, taxonomy
+from triage.drafts import draft_keep, draft_take, errors_in_words
 from triage.forms import (
+    RUNBOOK_SCOPE_COLLECTION,
+    RUNBOOK_SCOPE_EVERY,
     UNASSIGN,
     BulkActionForm,
     GroupActionForm,
     GroupRecordsForm,
+    RunbookForm,
     TriageFilterForm,
+    triage_back_query,
 )
 from triage.http import is_partial
 from triage.models import BulkAction, FailureGroup, GroupAction
@@ -34,6 +40,7 @@ from triage.services import (
     group_act,
     group_act_undoable,
     groups_bulk_act,
+    runbook_set,
 )
 from triage.timezones import local_moment, local_span
 
@@ -68,7 +75,7 @@ def triage_page(request: HttpRequest) -> HttpResponse:
         "query_without_reason": query_without_reason,
         "query_without_source": query_without_source,
         "back_suffix": f"?{urlencode({'back': query})}" if query else "",
-        "bulk_form": BulkActionForm(),
+        "bulk_form": _bulk_form(request),
         "bulk_actions": BULK_ACTIONS,
         "can_act": request.user.has_perm(roles.ACT_ON_GROUP),
         "last_bulk": _last_bulk(request),
@@ -86,6 +93,15 @@ def triage_page(request: HttpRequest) -> HttpResponse:
             return response  # the same view again: no new history entry
         return push_url(response, f"{request.path}?{query}" if query else request.path)
     return render(request, "triage/triage.html", context, status=status)
+
+
+BULK_DRAFT = "bulk"
+
+
+def _bulk_form(request: HttpRequest) -> BulkActionForm:
+    """The bulk bar's form: bound to what was typed when the last try was refused."""
+    draft = draft_take(request, key=BULK_DRAFT) if request.user.is_authenticated else None
+    return BulkActionForm(draft, user=request.user) if draft else BulkActionForm()
 
 
 # The id of the triage page's "refresh now" link, which also refreshes on a timer.
@@ -138,6 +154,12 @@ def group_page(request: HttpRequest, group_id: int) -> HttpResponse:
     page = selectors.group_records(group=group, before=before or None)
     keys = sorted({r.idempotency_key for r in page.records if r.idempotency_key})
     timeline, timeline_start = selectors.group_timeline(group=group)
+    draft = draft_take(request, key=_group_draft_key(group)) if not is_partial(request) else None
+    draft_form = draft.get("form") if draft is not None else None
+    action_form = GroupActionForm(draft if draft_form == "act" else None, user=request.user)
+    runbooks = selectors.runbooks_for(
+        reason=group.reason, tool=group.tool, collection=group.collection
+    )
     context = {
         "group": group,
         "info": taxonomy.reason_info(group.reason),
@@ -149,7 +171,17 @@ def group_page(request: HttpRequest, group_id: int) -> HttpResponse:
         "siblings": selectors.group_siblings(group=group),
         "receipts": selectors.group_related_receipts(group=group, keys=keys),
         "events": group.events.select_related("actor")[:50],
-        "action_form": GroupActionForm(),
+        "action_form": action_form,
+        # Which of the group page's forms was refused ("assign", "mute", ...), to show its
+        # errors beside it.
+        "refused_action": action_form.data.get("action") if action_form.is_bound else "",
+        "runbooks": runbooks,
+        "runbook_forms": _runbook_forms(
+            group, runbooks, draft if draft_form == "runbook" else None
+        ),
+        "runbook_history": selectors.runbook_history(
+            reason=group.reason, tool=group.tool, collection=group.collection
+        ),
         "can_act": request.user.has_perm(roles.ACT_ON_GROUP),
         "query_form": form,
         "back": back,
@@ -158,6 +190,41 @@ def group_page(request: HttpRequest, group_id: int) -> HttpResponse:
     }
     template = "triage/group.html#records" if is_partial(request) else "triage/group.html"
     return render(request, template, context, status=400 if form.errors else 200)
+
+
+def _group_draft_key(group: FailureGroup) -> str:
+    return f"group-{group.pk}"
+
+
+def _runbook_forms(
+    group: FailureGroup, runbooks: selectors.Runbooks, draft: QueryDict | None
+) -> dict[str, RunbookForm]:
+    """The edit forms of the group's reason and tool runbooks, filled with what they say
+    (or with what was typed, when saving it was refused)."""
+    forms = {}
+    subjects = ["reason", "tool"] if group.tool else ["reason"]
+    for subject in subjects:
+        if draft is not None and draft.get("subject") == subject:
+            forms[subject] = RunbookForm(draft)
+            forms[subject].is_valid()
+            continue
+        runbook = runbooks.reason if subject == "reason" else runbooks.tool
+        scope = (
+            RUNBOOK_SCOPE_EVERY
+            if runbook is not None and subject == "tool" and not runbook.collection
+            else RUNBOOK_SCOPE_COLLECTION
+        )
+        if subject == "tool" and not group.collection:
+            scope = RUNBOOK_SCOPE_EVERY
+        forms[subject] = RunbookForm(
+            initial={
+                "subject": subject,
+                "scope": scope,
+                "url": runbook.url if runbook else "",
+                "note": runbook.note if runbook else "",
+            }
+        )
+    return forms
 
 
 def _last_group_action(request: HttpRequest, group: FailureGroup) -> BulkAction | None:
@@ -206,11 +273,47 @@ def group_act_view(request: HttpRequest, group_id: int) -> HttpResponse:
                 request.session["last_group_action_id"] = undoable.pk
         except GroupActionError as exc:
             messages.error(request, str(exc))
+            draft_keep(request, key=_group_draft_key(group), form=form, extra={"form": "act"})
         else:
             messages.success(request, _done_message(data))
     else:
-        messages.error(request, _form_errors(form))
+        messages.error(
+            request, _("Nothing was changed. %(errors)s") % {"errors": errors_in_words(form)}
+        )
+        draft_keep(request, key=_group_draft_key(group), form=form, extra={"form": "act"})
     return HttpResponseRedirect(_group_url(group, back))
+
+
+@require_POST
+@login_required
+@permission_required(roles.ACT_ON_GROUP, raise_exception=True)
+def group_runbook_view(request: HttpRequest, group_id: int) -> HttpResponse:
+    """Save the runbook link and note of the group's reason or tool."""
+    group = get_object_or_404(FailureGroup, pk=group_id)
+    form = RunbookForm(request.POST)
+    back_form = GroupRecordsForm({"back": request.POST.get("back", "")})
+    back = back_form.cleaned_data["back"] if back_form.is_valid() else ""
+    if form.is_valid() and form.cleaned_data["subject"] == "tool" and not group.tool:
+        form.add_error("subject", _("This group has no tool to keep a runbook for."))
+    if not form.is_valid():
+        messages.error(
+            request, _("The runbook was not saved. %(errors)s") % {"errors": errors_in_words(form)}
+        )
+        draft_keep(request, key=_group_draft_key(group), form=form, extra={"form": "runbook"})
+        return HttpResponseRedirect(_group_url(group, back) + "#runbooks")
+    data = form.cleaned_data
+    every = data["scope"] == RUNBOOK_SCOPE_EVERY or not group.collection
+    runbook_set(
+        subject=data["subject"],
+        reason=group.reason,
+        tool=group.tool,
+        collection="" if every else group.collection,
+        url=data["url"],
+        note=data["note"],
+        actor=request.user,
+    )
+    messages.success(request, _("Runbook saved."))
+    return HttpResponseRedirect(_group_url(group, back) + "#runbooks")
 
 
 @require_POST
@@ -241,9 +344,15 @@ def bulk_act_view(request: HttpRequest) -> HttpResponse:
     """Acts on exactly the groups the posted filter shows, if the count still matches."""
     form = BulkActionForm(request.POST, user=request.user)
     query = request.POST.get("query", "")
-    back = f"{reverse('triage:home')}?{query}" if query else reverse("triage:home")
+    # A row's shortcut acts on that row's groups and comes back to the whole list it left.
+    raw_return = request.POST.get("return_query")
+    returned = _triage_view(raw_return) if raw_return is not None else None
+    back_to = returned if returned is not None else query
+    back = f"{reverse('triage:home')}?{back_to}" if back_to else reverse("triage:home")
     if not form.is_valid() or form.cleaned_data["action"] not in BULK_ACTIONS:
-        messages.error(request, _form_errors(form) or "Choose an action for the groups.")
+        errors = errors_in_words(form) or _("Choose an action for the groups.")
+        messages.error(request, _("Nothing was changed. %(errors)s") % {"errors": errors})
+        draft_keep(request, key=BULK_DRAFT, form=form)
         return HttpResponseRedirect(back)
     now = timezone.now()
     filter_form = TriageFilterForm(_query_dict(query), now=now)
@@ -263,6 +372,7 @@ def bulk_act_view(request: HttpRequest) -> HttpResponse:
             f"The filter now shows {len(groups)} groups, not {data['confirm_count']}: "
             "nothing was changed. Check the list and confirm again.",
         )
+        draft_keep(request, key=BULK_DRAFT, form=form)
         return HttpResponseRedirect(back)
     try:
         bulk = groups_bulk_act(
@@ -301,6 +411,14 @@ def bulk_undo_view(request: HttpRequest, bulk_id: int) -> HttpResponse:
     return HttpResponseRedirect(back)
 
 
+def _triage_view(raw: str) -> str | None:
+    """A triage query the triage page accepts ("" is its default view), or None (refused)."""
+    try:
+        return triage_back_query(raw)
+    except ValidationError:
+        return None
+
+
 def _done_message(data: dict[str, Any]) -> str:
     if data["action"] == GroupAction.MUTE and data["muted_until"] is not None:
         return _("Muted until %(moment)s.") % {"moment": local_moment(data["muted_until"])}
@@ -309,10 +427,3 @@ def _done_message(data: dict[str, Any]) -> str:
 
 def _query_dict(query: str) -> QueryDict:
     return QueryDict(query)
-
-
-def _form_errors(form: GroupActionForm) -> str:
-    return " ".join(
-        f"{'' if field == '__all__' else field + ': '}{' '.join(str(e) for e in errors)}"
-        for field, errors in form.errors.items()
-    )

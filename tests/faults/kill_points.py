@@ -45,6 +45,23 @@ def _install(point: str) -> None:
         # Every result is committed with its records and attempts; the run is not done yet
         # (a finished run is never taken over).
         _before(services, "_finish_run")
+    elif point == "alert-send":
+        # An alert delivery is claimed (its row says sending, with a lease); nothing has
+        # been sent to its channel yet.
+        from alerts import channels
+
+        _before(channels, "send")
+    elif point == "alert-after-send":
+        # The channel took the message; the delivery's row does not say so yet.
+        from alerts import channels
+
+        send = channels.send
+
+        def send_then_die(*args: Any, **kwargs: Any) -> Any:
+            send(*args, **kwargs)
+            _die()
+
+        channels.send = send_then_die
     else:
         raise ValueError(f"unknown kill point {point!r}")
 

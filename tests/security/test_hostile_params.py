@@ -77,6 +77,7 @@ PAGES: dict[str, tuple[Callable[[World], str], tuple[str, ...]]] = {
     "receipts": (lambda w: "/receipts/", ("before",)),
     "ingestion": (lambda w: "/ingestion/", ("before", "batch")),
     "policies": (lambda w: "/policies/", ("q",)),
+    "alerts": (lambda w: "/alerts/", ("rule",)),
     "qualitylab": (lambda w: "/qualitylab/", ("page",)),
     "collection": (lambda w: "/qualitylab/shop/", ("first_build",)),
     "case-from-group": (lambda w: "/qualitylab/cases/new", ("group",)),
@@ -98,6 +99,8 @@ PAGES: dict[str, tuple[Callable[[World], str], tuple[str, ...]]] = {
 HOSTILE_PATHS = (
     "/triage/groups/99999999999999999999999/",
     "/qualitylab/runs/99999999999999999999999/",
+    "/alerts/rules/99999999999999999999999/edit",
+    "/alerts/channels/99999999999999999999999/edit",
     "/qualitylab/results/99999999999999999999999/",
     "/learning/suggestions/99999999999999999999999/",
     "/qualitylab/%00/",

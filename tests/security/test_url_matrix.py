@@ -285,6 +285,17 @@ def _build_world() -> World:
     assert first_attempt is not None
     ids["attempt"] = first_attempt.pk
 
+    # Alerts: an email channel (no address to resolve) and a rule sending to it.
+    from alerts import services as alert_services
+
+    channel, _ = alert_services.channel_create(
+        name="mtx-mail", kind="email", target="oncall@example.com"
+    )
+    ids["alert_channel"] = channel.pk
+    ids["alert_rule"] = alert_services.rule_create(
+        name="mtx-new", kind="new_group", channels=[channel]
+    ).pk
+
     # Sign-in records for the admin's axes pages.
     ids["access_attempt"] = AccessAttempt.objects.create(
         username="mtx", ip_address="127.0.0.1", user_agent="pytest", path_info="/accounts/login/",
@@ -417,6 +428,10 @@ SITE: dict[str, Row] = {
     "triage:group": Row(lambda w: f"/triage/groups/{w.group}/", get=page(READERS)),
     "triage:group-act": Row(lambda w: f"/triage/groups/{w.group}/act", post=page(OPERATORS),
                             body=lambda w: {"action": "acknowledge"}),
+    "triage:group-runbook": Row(lambda w: f"/triage/groups/{w.group}/runbook",
+                                post=page(OPERATORS),
+                                body=lambda w: {"subject": "reason",
+                                                "url": "https://wiki.example.com/5xx"}),
     "triage:bulk": Row(lambda w: "/triage/bulk", post=page(OPERATORS),
                        body=lambda w: {"action": "acknowledge", "confirm_count": "1",
                                        "query": "window=24h"}),
@@ -487,6 +502,29 @@ SITE: dict[str, Row] = {
     "qualitylab:suite-edit": Row(lambda w: "/qualitylab/shop/suites/smoke/edit",
                                  get=page(OPERATORS), post=page(OPERATORS),
                                  body=lambda w: {"name": "smoke", "cases": []}),
+    # Alerts: everyone reads; operators edit rules; admins edit, test and delete channels.
+    "alerts:home": Row(lambda w: "/alerts/", get=page(READERS)),
+    "alerts:rule-create": Row(lambda w: "/alerts/rules/new", post=page(OPERATORS),
+                              body=lambda w: {"name": "mtx-rule", "kind": "new_group",
+                                              "channels": [w.alert_channel],
+                                              "min_interval_minutes": "60"}),
+    "alerts:rule-edit": Row(lambda w: f"/alerts/rules/{w.alert_rule}/edit", get=page(OPERATORS),
+                            post=page(OPERATORS),
+                            body=lambda w: {"name": "mtx-new", "kind": "regression",
+                                            "channels": [w.alert_channel],
+                                            "min_interval_minutes": "30"}),
+    "alerts:rule-delete": Row(lambda w: f"/alerts/rules/{w.alert_rule}/delete",
+                              post=page(OPERATORS)),
+    "alerts:channel-create": Row(lambda w: "/alerts/channels/new", post=page(ADMINS),
+                                 body=lambda w: {"name": "mtx-mail-2", "kind": "email",
+                                                 "target": "second@example.com"}),
+    "alerts:channel-edit": Row(lambda w: f"/alerts/channels/{w.alert_channel}/edit",
+                               get=page(ADMINS), post=page(ADMINS),
+                               body=lambda w: {"target": "third@example.com"}),
+    "alerts:channel-test": Row(lambda w: f"/alerts/channels/{w.alert_channel}/test",
+                               post=page(ADMINS)),
+    "alerts:channel-delete": Row(lambda w: f"/alerts/channels/{w.alert_channel}/delete",
+                                 post=page(ADMINS)),
     # Learning: reviewers decide; a collection's learning policy is a collection setting.
     "learning:home": Row(lambda w: "/learning/", get=page(READERS)),
     "learning:suggestion": Row(lambda w: f"/learning/suggestions/{w.suggestion}/",

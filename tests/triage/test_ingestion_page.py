@@ -227,9 +227,12 @@ def test_an_admin_creates_a_key_that_is_shown_once_and_works(admin_client: Clien
     ("data", "error"),
     [
         ({"name": "taken", "scopes": ["ingest"]}, "already exists"),
-        ({"name": "no-scope"}, "scopes: This field is required."),
-        ({"name": "not a slug!", "scopes": ["read"]}, "name: Enter a valid"),
-        ({"name": "zero-days", "scopes": ["read"], "expires_days": "0"}, "expires_days:"),
+        ({"name": "no-scope"}, "Scopes: This field is required."),
+        ({"name": "not a slug!", "scopes": ["read"]}, "Name: Enter a valid"),
+        (
+            {"name": "zero-days", "scopes": ["read"], "expires_days": "0"},
+            "Expires in (days): Ensure",
+        ),
     ],
 )
 def test_bad_key_input_shows_the_form_errors_and_creates_nothing(

@@ -16,6 +16,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any, Protocol
 
 from django.conf import settings
@@ -126,6 +127,41 @@ def on_collections_seen(listener: Callable[[set[str]], None]) -> None:
     """Called with the collection ids of each batch's failures and receipts, inside the
     batch's transaction (the learning app registers collections it does not know yet)."""
     _COLLECTION_LISTENERS.append(listener)
+
+
+@dataclass(frozen=True)
+class BatchCommitted:
+    """What a committed batch did to its groups: which it created and which it regressed
+    (a record on a resolved group). Ids only; published once per batch, after the commit,
+    and only when the batch did either."""
+
+    batch_id: int
+    new_group_ids: tuple[int, ...]
+    regressed_group_ids: tuple[int, ...]
+    committed_at: datetime
+
+
+_BATCH_LISTENERS: list[Callable[[BatchCommitted], None]] = []
+
+
+def on_batch_committed(listener: Callable[[BatchCommitted], None]) -> None:
+    """Called with a `BatchCommitted` after each batch that created or regressed a group (the
+    alerts app listens; ingest never imports it). A listener's error is logged, never the
+    batch's: the data is committed by then."""
+    _BATCH_LISTENERS.append(listener)
+
+
+def _publish_batch(event: BatchCommitted) -> None:
+    for listener in _BATCH_LISTENERS:
+        listener(event)
+
+
+@dataclass
+class _GroupChanges:
+    """Groups a batch created and regressed, found where ingest decides it (no rescan)."""
+
+    new: set[int] = field(default_factory=set)
+    regressed: set[int] = field(default_factory=set)
 
 
 def item_types() -> tuple[str, ...]:
@@ -388,7 +424,15 @@ def batch_ingest(
         )
         claimed, duplicates, conflicts = _claim(batch=batch, owner=owner, prepared=prepared)
         rejected.extend(_conflict(item) for item in conflicts)
-        _store(batch=batch, items=claimed, now=now)
+        changes = _store(batch=batch, items=claimed, now=now)
+        if _BATCH_LISTENERS and (changes.new or changes.regressed):
+            event = BatchCommitted(
+                batch_id=batch.pk,
+                new_group_ids=tuple(sorted(changes.new)),
+                regressed_group_ids=tuple(sorted(changes.regressed)),
+                committed_at=now,
+            )
+            transaction.on_commit(partial(_publish_batch, event), robust=True)
         IngestRejection.objects.bulk_create(
             IngestRejection(
                 batch=batch,
@@ -517,7 +561,7 @@ def _row_sources(
         yield f"VALUES {', '.join([one_row] * len(chunk))}", [v for row in chunk for v in row]
 
 
-def _store(*, batch: IngestBatch, items: list[_Prepared], now: datetime) -> None:
+def _store(*, batch: IngestBatch, items: list[_Prepared], now: datetime) -> _GroupChanges:
     failures: list[tuple[_Prepared, FailureFields, RunnerEvent | None]] = []
     runner_events: list[tuple[_Prepared, RunnerEventFields, RunnerEvent]] = []
     receipts: list[tuple[_Prepared, ReceiptFields]] = []
@@ -555,8 +599,9 @@ def _store(*, batch: IngestBatch, items: list[_Prepared], now: datetime) -> None
         [(f.collection, f.tool) for _, f, _ in failures]
         + [(r.values["collection"], r.values["tool"]) for _, r in receipts]
     )
+    changes = _GroupChanges()
     if failures:
-        _store_failures(batch=batch, failures=failures, policies=policies, now=now)
+        changes = _store_failures(batch=batch, failures=failures, policies=policies, now=now)
     if receipts:
         Receipt.objects.bulk_create(
             _receipt(batch, item, fields, policies) for item, fields in receipts
@@ -569,6 +614,7 @@ def _store(*, batch: IngestBatch, items: list[_Prepared], now: datetime) -> None
     if seen:
         for listener in _COLLECTION_LISTENERS:
             listener(seen)
+    return changes
 
 
 def _policies_for(keys: list[tuple[str, str]]) -> dict[tuple[str, str], ToolPolicy]:
@@ -626,7 +672,7 @@ def _store_failures(
     failures: list[tuple[_Prepared, FailureFields, RunnerEvent | None]],
     policies: dict[tuple[str, str], ToolPolicy],
     now: datetime,
-) -> None:
+) -> _GroupChanges:
     records: list[FailureRecord] = []
     for item, fields, event in failures:
         tool = _tool_facts(policies, fields.collection, fields.tool, fields.declared_side_effect)
@@ -666,14 +712,16 @@ def _store_failures(
                 taxonomy_version=taxonomy.TAXONOMY_VERSION,
             )
         )
-    groups = _groups_for(records)
+    changes = _GroupChanges()
+    groups = _groups_for(records, created=changes.new)
     deltas: dict[int, _GroupDelta] = defaultdict(_GroupDelta)
     for record in records:
         group_id = groups[_group_key(record)]
         record.group_id = group_id
         deltas[group_id].add(record)
     _insert_records(records)
-    _apply_group_deltas(deltas, now=now)
+    _apply_group_deltas(deltas, now=now, regressed=changes.regressed)
+    return changes
 
 
 _RECORD_FIELDS = [f for f in FailureRecord._meta.concrete_fields if not f.primary_key]
@@ -716,10 +764,13 @@ _GROUP_NEW_TYPES = (*_GROUP_KEY_TYPES, "boolean", "timestamptz", "timestamptz", 
                     "bigint", "bigint", "bigint", "bigint", "text")  # fmt: skip
 
 
-def _groups_for(records: list[FailureRecord]) -> dict[tuple[str, str, str, str], int]:
+def _groups_for(
+    records: list[FailureRecord], *, created: set[int]
+) -> dict[tuple[str, str, str, str], int]:
     """The group id of each key among the records: one SELECT joined to exactly the batch's
     keys, then one INSERT of those missing (a batch's cost follows its groups, not every
-    group that shares a collection, stage, reason or tool with one of them)."""
+    group that shares a collection, stage, reason or tool with one of them). The ids this
+    batch's INSERT created are added to `created`."""
     first: dict[tuple[str, str, str, str], FailureRecord] = {}
     for record in records:
         first.setdefault(_group_key(record), record)
@@ -742,7 +793,9 @@ def _groups_for(records: list[FailureRecord]) -> dict[tuple[str, str, str, str],
                 f"RETURNING id, {', '.join(_GROUP_KEY)}",
                 params,
             )
-            found.update({tuple(row[1:]): row[0] for row in cursor.fetchall()})
+            inserted = {tuple(row[1:]): row[0] for row in cursor.fetchall()}
+            found.update(inserted)
+            created.update(inserted.values())
     # A concurrent batch created these after the SELECT: its INSERT waited for that batch
     # to commit, so a new statement sees them.
     raced = [key for key in missing if key not in found]
@@ -803,12 +856,15 @@ _UNMUTE = (
 )
 
 
-def _apply_group_deltas(deltas: dict[int, _GroupDelta], *, now: datetime) -> None:
+def _apply_group_deltas(
+    deltas: dict[int, _GroupDelta], *, now: datetime, regressed: set[int]
+) -> None:
     """Add this batch's counts to its groups in one relative UPDATE (safe under concurrency).
 
     The groups are locked in id order first, so concurrent batches never deadlock, and their
     status is read under that lock: a resolved group that sees a record is regressed and a
     mute ends when its count of new records or its time runs out, each with a history row.
+    The resolved groups this batch regresses are added to `regressed`.
     """
     if not deltas:
         return
@@ -819,9 +875,11 @@ def _apply_group_deltas(deltas: dict[int, _GroupDelta], *, now: datetime) -> Non
         .order_by("pk")
         .values_list("pk", "status", "mute_remaining_count", "muted_until", named=True)
     )
-    events = [
-        event for group in locked for event in _status_events(group, deltas[group.pk], now=now)
-    ]
+    events = []
+    for group in locked:
+        if group.status == GroupStatus.RESOLVED:
+            regressed.add(group.pk)
+        events.extend(_status_events(group, deltas[group.pk], now=now))
     ops = connection.ops
     postgres = connection.vendor == "postgresql"
     rows = [

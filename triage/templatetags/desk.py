@@ -12,6 +12,7 @@ from django.urls import reverse
 from django.utils.html import escape, format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.timezone import localtime
+from django.utils.translation import gettext
 from django.utils.translation import gettext as _
 
 from triage.timezones import abbreviation
@@ -44,28 +45,64 @@ def sparkline(
 
 
 @register.simple_tag
-def timeline(values: list[int], start: datetime, width: int = 720, height: int = 90) -> SafeString:
-    """Hourly bars with a label at each day boundary, both in the person's time zone."""
-    plot = height - 14
+def timeline(values: list[int], start: datetime, height: int = 80) -> SafeString:
+    """Hourly bars with labelled axes: records per hour up the side (0, half, peak), the
+    days along the bottom.
+
+    Bars are placed in percent of the width, not in a stretched viewBox, so the labels keep
+    their shape at any width; every other day label hides on a phone (desk.css).
+    """
     top = max([*values, 1])
-    step = width / max(len(values), 1)
+    count = max(len(values), 1)
+    step = 100 / count
+    bars: list[str] = []
+    days: list[str] = []
     zone = abbreviation(start)
-    parts = []
     for index, value in enumerate(values):
-        moment = localtime(start + timedelta(hours=index))
+        # In the person's time zone: a day starts at their midnight (the bar holding it,
+        # at :30 in a zone half an hour off UTC).
+        hour = localtime(start + timedelta(hours=index))
         if value:
-            bar = max(1.0, value / top * plot)
-            parts.append(
-                f'<rect x="{index * step:.2f}" y="{plot - bar:.1f}" width="{max(step, 1):.2f}" '
-                f'height="{bar:.1f}"><title>{moment:%Y-%m-%d %H:%M} {zone} · {value}</title></rect>'
+            bar = max(1.0, value / top * (height - 1))
+            bars.append(
+                f'<rect x="{index * step:.3f}%" y="{height - bar:.1f}" '
+                f'width="{max(step, 0.15):.3f}%" height="{bar:.1f}">'
+                f"<title>{hour:%Y-%m-%d %H:%M} {zone} · {value}</title></rect>"
             )
-        # The bar holding local midnight (at :30 in a zone half an hour off UTC).
-        if moment.hour == 0:
-            parts.append(f'<text x="{index * step:.1f}" y="{height - 2}">{moment:%m-%d}</text>')
-    return mark_safe(
-        f'<svg class="timeline" width="100%" height="{height}" viewBox="0 0 {width} {height}" '
-        f'preserveAspectRatio="none" role="img" aria-label="records per hour, peak {top}">'
-        f"{''.join(parts)}</svg>"
+        if hour.hour == 0:
+            alternate = " alternate" if len(days) % 2 else ""
+            days.append(
+                f'<line class="tick" x1="{index * step:.3f}%" x2="{index * step:.3f}%" '
+                f'y1="0" y2="4"></line><text class="day{alternate}" x="{index * step:.3f}%" '
+                f'y="15">{hour:%m-%d}</text>'
+            )
+    peak_label = gettext("peak %(count)s per hour") % {"count": f"{top:,}"}
+    summary = gettext("Records per hour over the last %(days)s days, %(peak)s") % {
+        "days": round(len(values) / 24),
+        "peak": peak_label,
+    }
+    return format_html(
+        '<figure class="timeline-figure">'
+        '<div class="timeline-y" aria-hidden="true"><span>{}</span><span>{}</span>'
+        "<span>0</span></div>"
+        '<svg class="timeline" width="100%" height="{}" role="img" aria-label="{}">'
+        '<line class="grid" x1="0" x2="100%" y1="0.5" y2="0.5"></line>'
+        '<line class="grid" x1="0" x2="100%" y1="{}" y2="{}"></line>'
+        '<line class="axis" x1="0" x2="100%" y1="{}" y2="{}"></line>{}</svg>'
+        '<svg class="timeline-x" width="100%" height="18" aria-hidden="true">{}</svg>'
+        '<figcaption class="small muted">{}</figcaption></figure>',
+        f"{top:,}",
+        f"{top // 2:,}" if top > 1 else "",
+        height,
+        summary,
+        height / 2,
+        height / 2,
+        height - 0.5,
+        height - 0.5,
+        mark_safe("".join(bars)),
+        mark_safe("".join(days)),
+        gettext("Up: records per hour (0 to the peak, %(peak)s). Along: days (UTC), month-day.")
+        % {"peak": f"{top:,}"},
     )
 
 
@@ -121,6 +158,13 @@ def reason_rows(
     about half a millisecond a row on it.
     """
     joiner = "" if narrow_base.endswith("?") else "&"
+    # What a phone shows before a cell's value, where the table's header is not shown.
+    labels = {
+        "tools": gettext("tools"),
+        "collections": gettext("collections"),
+        "execution": gettext("execution"),
+        "retryable": gettext("retryable"),
+    }
     html = []
     for row in section.rows:
         if narrowed:
@@ -136,13 +180,20 @@ def reason_rows(
             groups = mark_safe("")
         html.append(
             format_html(
-                '<tr class="reason"><td></td><td class="nowrap">'
+                '<tr class="reason" data-shortcut-row data-stage="{}" data-reason="{}" '
+                'data-groups="{}">'
+                '<td></td><td class="nowrap reason-cell">'
                 '{}<a class="code" href="{}">{}</a>{}{}{}</td>'
-                '<td class="num" title="{}">{}</td><td>{}</td>'
-                '<td class="small">{}</td><td class="small">{}</td><td>{}</td>'
-                '<td class="small nowrap">{}</td><td class="num">{}</td>'
-                '<td class="nowrap">{}</td></tr>\n'
+                '<td class="num count" title="{}">{}</td><td class="trend">{}</td>'
+                '<td class="small tools" data-label="{}">{}</td>'
+                '<td class="small collections" data-label="{}">{}</td><td class="lanes">{}</td>'
+                '<td class="small nowrap execution" data-label="{}">{}</td>'
+                '<td class="num retryable" data-label="{}">{}</td>'
+                '<td class="nowrap status">{}</td></tr>\n'
                 '<tr class="advice"><td></td><td colspan="9">{}{}</td></tr>\n',
+                row.stage,
+                row.reason,
+                len(row.groups),
                 _stage_label(row.stage) if section.flat else "",
                 reverse("triage:group", args=[row.top_group.pk]) + back_suffix,
                 row.reason,
@@ -152,14 +203,18 @@ def reason_rows(
                 f"{thousands(row.previous_count)} in the window before",
                 thousands(row.count),
                 sparkline(row.spark, unit=unit),
-                _first_two(row.tools, '<span class="code">{}</span>'),
-                _first_two(row.collections),
+                labels["tools"],
+                _first_two(row.tools, _LONG_NAME),
+                labels["collections"],
+                _first_two(row.collections, _LONG_NAME),
                 mark_safe(" ".join(lane_pill(lane) for lane in row.lanes)),
+                labels["execution"],
                 format_html_join(
                     mark_safe("<br>"),
                     "{} {}",
                     ((s, thousands(n)) for s, n in row.state_mix.items()),
                 ),
+                labels["retryable"],
                 percent(row.retryable_share),
                 _row_status(row),
                 _advice(row.info),
@@ -220,6 +275,10 @@ def _source_mix(mix: dict[str, int]) -> SafeString:
     )
 
 
+# A name that may be long (an 84-character tool name): cut on one line, whole on hover.
+_LONG_NAME = '<span class="code truncate" title="{0}">{0}</span>'
+
+
 def _first_two(values: list[str], template: str = "{}") -> SafeString:
     """'a, b +3' for a list of five."""
     shown = format_html_join(", ", template, ((value,) for value in values[:2]))
@@ -257,8 +316,10 @@ def _group_list(row: Any, back_suffix: str = "") -> SafeString:
     """Every group of the reason, when the page is narrowed to it."""
     items = (
         format_html(
-            '<li><a href="{}"><span class="code">{}</span> in {}</a> · {} · {}{}</li>',
+            '<li><a href="{}" title="{}"><span class="code truncate">{}</span> in {}</a>'
+            " · {} · {}{}</li>",
             reverse("triage:group", args=[item.group.pk]) + back_suffix,
+            item.group.tool or "(no tool)",
             item.group.tool or "(no tool)",
             item.group.collection or "(no collection)",
             thousands(item.window_count),

@@ -107,6 +107,18 @@ class Command(BaseCommand):
             help="where the Quality Lab sandbox API listens (DEMO_SANDBOX_PORT, default 8090)",
         )
         parser.add_argument(
+            "--webhook-port",
+            type=int,
+            default=int(os.environ.get("DEMO_WEBHOOK_PORT", "8091")),
+            help="where the demo's webhook receiver listens (DEMO_WEBHOOK_PORT, default 8091)",
+        )
+        parser.add_argument(
+            "--smtp-port",
+            type=int,
+            default=int(os.environ.get("DEMO_SMTP_PORT", "8025")),
+            help="where the demo's SMTP sink listens (DEMO_SMTP_PORT, default 8025)",
+        )
+        parser.add_argument(
             "--no-serve",
             action="store_true",
             help="Load the demo (traffic and Quality Lab runs), then stop every process.",
@@ -134,6 +146,24 @@ class Command(BaseCommand):
         ingest_url = f"http://127.0.0.1:{options['ingest_port']}"
         sandbox_url = f"http://{DEMO_SANDBOX_HOST}:{options['sandbox_port']}"
         processes: list[subprocess.Popen[bytes]] = []
+        # Alerts: the receiver and SMTP sink run in this process; the children reach them.
+        from alerts import demo as alerts_demo
+
+        os.environ.update(
+            alerts_demo.environment(smtp_port=options["smtp_port"], base_url=base_url)
+        )
+        settings.DESK_BASE_URL = base_url
+        sinks = alerts_demo.start_sinks(
+            webhook_port=options["webhook_port"],
+            smtp_port=options["smtp_port"],
+            say=self.stdout.write,
+        )
+        alert_rules = alerts_demo.install(sinks=sinks)
+        self.stdout.write(
+            f"Alerts: {len(alert_rules)} demo rules (one of each kind) send to a webhook "
+            f"receiver on {sinks.receiver.url('/')} and an SMTP sink on "
+            f"127.0.0.1:{sinks.smtp.port}."
+        )
         try:
             sandbox = self._start_sandbox(options["sandbox_port"])
             processes.append(sandbox)
@@ -164,6 +194,7 @@ class Command(BaseCommand):
             self.stdout.write("\nStopping.")
         finally:
             stop_processes(processes, grace_seconds=15)
+            sinks.stop()
 
     def _check_sandbox_allowed(self) -> None:
         allowance = quality_services.private_allowance()
@@ -396,5 +427,7 @@ class Command(BaseCommand):
             + f"  ingest pool:  {ingest_url}/api/v1/ingest (runtimes send here; the web "
             + "address takes ingest too)\n"
             + f"  failures API: {base_url}/api/v1/groups (signed in, or with a read key)\n"
+            + f"  alerts:       {base_url}/alerts/ (rules, channels, the delivery log); each "
+            + "delivery is also printed here as [alerts]\n"
             + "Press Ctrl-C to stop web, worker and sandbox."
         )

@@ -1,0 +1,463 @@
+"""Reads of alerts: what each rule kind matches now, and what the alerts page shows.
+
+Every match is read from what is already counted or bounded: groups and their facet and
+hourly counters (new_group, regression, spike), uncertain receipts counted per tool in SQL
+(reconcile_waiting), the receipts page's capped retry-budget scan (retry_budget), the newest
+finished run of each suite (qualitylab_regression) and the promotable suggestions
+(suggestion_waiting). No kind scans failure records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Count, Exists, Max, Min, OuterRef, Prefetch, Q, QuerySet, Sum
+from django.urls import reverse
+
+from alerts.models import Channel, Delivery, Rule, RuleKind, RuleSubjectState
+from learning.models import Suggestion, SuggestionStatus
+from qualitylab.models import CaseRun, RunStatus
+from qualitylab.selectors import previous_finished_run
+from triage.models import FailureGroup, FailureGroupBucket, FailureGroupFacet, GroupStatus
+from triage.receipts import operations_over_budget
+from triage.selectors import awaiting_reconciliation
+from triage.timebins import hour_floor
+
+# A kind that matches more than this many subjects in one evaluation reads no further.
+MATCH_LIMIT = 500
+
+
+@dataclass(frozen=True)
+class Match:
+    """One subject a rule matched: what it is, the window it matched in, and its counts."""
+
+    subject: str  # "group:12", "operation:shop/createRefund/key-1", "suite:3:smoke", ...
+    window: str  # with rule and subject, the delivery's idempotency key
+    group: dict[str, Any]  # the payload's "group": id, stage, reason, tool, collection, lane, url
+    count: int
+    window_start: datetime
+    window_end: datetime
+    first_seen: datetime | None
+    summary: str  # one line for email, Slack and the delivery log
+
+
+def absolute_url(path: str) -> str:
+    return settings.DESK_BASE_URL.rstrip("/") + path
+
+
+def _group_payload(group: FailureGroup) -> dict[str, Any]:
+    return {
+        "id": group.pk,
+        "stage": group.stage,
+        "reason": group.reason,
+        "tool": group.tool,
+        "collection": group.collection,
+        "lane": group.lane,
+        "url": absolute_url(reverse("triage:group", args=[group.pk])),
+    }
+
+
+def _group_summary(group: FailureGroup) -> str:
+    where = f"{group.tool or '-'} in {group.collection or 'no collection'}"
+    return f"{group.stage}/{group.reason} · {where}"
+
+
+def _facet(dimension: str, value: str) -> Exists:
+    return Exists(
+        FailureGroupFacet.objects.filter(
+            group=OuterRef("pk"), dimension=dimension, value=value, count__gt=0
+        )
+    )
+
+
+def groups_for_rule(
+    rule: Rule, *, group_ids: Iterable[int] | None = None
+) -> QuerySet[FailureGroup]:
+    """Groups the rule's filters select, never a muted one (a muted group never alerts)."""
+    groups = FailureGroup.objects.exclude(status=GroupStatus.MUTED)
+    if group_ids is not None:
+        groups = groups.filter(pk__in=list(group_ids))
+    for name in ("collection", "stage", "reason", "tool", "lane"):
+        value = getattr(rule, name)
+        if value:
+            groups = groups.filter(**{name: value})
+    if rule.source:
+        groups = groups.filter(_facet("source", rule.source))
+    if rule.execution_state:
+        groups = groups.filter(_facet("execution_state", rule.execution_state))
+    return groups.only(*_GROUP_FIELDS)
+
+
+_GROUP_FIELDS = (
+    "pk", "collection", "stage", "reason", "tool", "lane", "status", "count", "first_seen",
+    "last_seen", "status_changed_at",
+)  # fmt: skip
+
+
+# --- what ingest published ------------------------------------------------------------------
+
+
+def ingest_matches(
+    rules: Sequence[Rule],
+    *,
+    new_group_ids: Iterable[int],
+    regressed_group_ids: Iterable[int],
+    now: datetime,
+) -> list[tuple[Rule, list[Match]]]:
+    """What each new_group and regression rule matches among a batch's groups: the groups
+    and their facets are read once, every rule's filters applied here (a batch costs the
+    same few queries with one rule or twenty)."""
+    new_ids, regressed_ids = set(new_group_ids), set(regressed_group_ids)
+    if not rules or not (new_ids or regressed_ids):
+        return []
+    groups = list(
+        FailureGroup.objects.filter(pk__in=list(new_ids | regressed_ids))
+        .exclude(status=GroupStatus.MUTED)  # a muted group never alerts
+        .order_by("pk")
+        .only(*_GROUP_FIELDS)[: 2 * MATCH_LIMIT]
+    )
+    facets: dict[int, set[tuple[str, str]]] = {}
+    if any(rule.source or rule.execution_state for rule in rules):
+        for group_id, dimension, value in FailureGroupFacet.objects.filter(
+            group_id__in=[group.pk for group in groups],
+            dimension__in=("source", "execution_state"),
+            count__gt=0,
+        ).values_list("group_id", "dimension", "value"):
+            facets.setdefault(group_id, set()).add((dimension, value))
+    fired = []
+    for rule in rules:
+        if rule.kind == RuleKind.NEW_GROUP:
+            chosen = [g for g in groups if g.pk in new_ids and _selects(rule, g, facets)]
+            matches = [_new_group_match(group, now=now) for group in chosen[:MATCH_LIMIT]]
+        elif rule.kind == RuleKind.REGRESSION:
+            # Still regressed when evaluated (resolved again in between: nothing to say).
+            chosen = [
+                g for g in groups
+                if g.pk in regressed_ids and g.status == GroupStatus.REGRESSED
+                and _selects(rule, g, facets)
+            ]  # fmt: skip
+            matches = [_regression_match(group, now=now) for group in chosen[:MATCH_LIMIT]]
+        else:
+            continue
+        if matches:
+            fired.append((rule, matches))
+    return fired
+
+
+def _selects(rule: Rule, group: FailureGroup, facets: dict[int, set[tuple[str, str]]]) -> bool:
+    """The rule's filters against one group, as `groups_for_rule` applies them in SQL."""
+    for name in ("collection", "stage", "reason", "tool", "lane"):
+        value = getattr(rule, name)
+        if value and getattr(group, name) != value:
+            return False
+    mix = facets.get(group.pk, set())
+    if rule.source and ("source", rule.source) not in mix:
+        return False
+    return not (rule.execution_state and ("execution_state", rule.execution_state) not in mix)
+
+
+def _new_group_match(group: FailureGroup, *, now: datetime) -> Match:
+    return Match(
+        subject=f"group:{group.pk}",
+        window="new",
+        group=_group_payload(group),
+        count=group.count,
+        window_start=group.first_seen,
+        window_end=now,
+        first_seen=group.first_seen,
+        summary=f"new group {_group_summary(group)}",
+    )
+
+
+def _regression_match(group: FailureGroup, *, now: datetime) -> Match:
+    since = group.status_changed_at or now
+    return Match(
+        subject=f"group:{group.pk}",
+        window=f"regressed@{since:%Y%m%dT%H%M%S.%f}",
+        group=_group_payload(group),
+        count=group.count,
+        window_start=since,
+        window_end=now,
+        first_seen=group.first_seen,
+        summary=f"regression {_group_summary(group)}",
+    )
+
+
+# --- what the beat task reads ---------------------------------------------------------------
+
+
+def spike_matches(rule: Rule, *, now: datetime) -> list[Match]:
+    """Groups with at least N records in the last W hours (the hourly counters, the current
+    hour included) and at least X times the count of the W hours before."""
+    hours = rule.spike_window_hours or 1
+    current_start = hour_floor(now) - timedelta(hours=hours - 1)
+    previous_start = current_start - timedelta(hours=hours)
+    groups = groups_for_rule(rule)
+    counts = (
+        FailureGroupBucket.objects.filter(hour__gte=previous_start, group__in=groups.values("pk"))
+        .values("group_id")
+        .annotate(
+            current=Sum("count", filter=Q(hour__gte=current_start), default=0),
+            previous=Sum("count", filter=Q(hour__lt=current_start), default=0),
+        )
+        .filter(current__gte=rule.spike_count or 1)
+        .order_by("-current")[:MATCH_LIMIT]
+    )
+    factor = rule.spike_factor or 1.0
+    spiking = {row["group_id"]: row for row in counts if row["current"] >= factor * row["previous"]}
+    matches = []
+    for group in groups.filter(pk__in=list(spiking)):
+        row = spiking[group.pk]
+        matches.append(
+            Match(
+                subject=f"group:{group.pk}",
+                window=f"spike@{current_start:%Y%m%dT%H}",
+                group=_group_payload(group),
+                count=row["current"],
+                window_start=current_start,
+                window_end=now,
+                first_seen=group.first_seen,
+                summary=(
+                    f"spike {_group_summary(group)}: {row['current']} in {hours} h, "
+                    f"{row['previous']} in the {hours} h before"
+                ),
+            )
+        )
+    return matches
+
+
+def _minute(now: datetime) -> str:
+    return f"{now:%Y%m%dT%H%M}"
+
+
+def reconcile_waiting_matches(rule: Rule, *, now: datetime) -> list[Match]:
+    """Uncertain work nobody reconciled for T minutes, counted per (collection, tool)."""
+    cutoff = now - timedelta(minutes=rule.wait_minutes or 1)
+    receipts = awaiting_reconciliation().filter(received_at__lte=cutoff)
+    for name in ("collection", "reason", "tool", "lane", "execution_state"):
+        value = getattr(rule, name)
+        if value:
+            receipts = receipts.filter(**{name: value})
+    rows = (
+        receipts.values("collection", "tool")
+        .annotate(waiting=Count("pk"), oldest=Min("received_at"), newest=Max("received_at"))
+        .order_by("oldest")[:MATCH_LIMIT]
+    )
+    url = absolute_url(reverse("triage:receipts") + "#queue")
+    return [
+        Match(
+            subject=f"reconcile:{row['collection']}/{row['tool']}",
+            window=_minute(now),
+            group={
+                "id": None,
+                "stage": "execute",
+                "reason": "",
+                "tool": row["tool"],
+                "collection": row["collection"],
+                "lane": "reconcile_first",
+                "url": url,
+            },
+            count=row["waiting"],
+            window_start=row["oldest"],
+            window_end=cutoff,
+            first_seen=row["oldest"],
+            summary=(
+                f"{row['waiting']} uncertain run(s) of {row['tool']} in "
+                f"{row['collection'] or 'no collection'} waiting for reconciliation"
+            ),
+        )
+        for row in rows
+    ]
+
+
+def retry_budget_matches(rule: Rule, *, now: datetime) -> list[Match]:
+    """Operations over their retry budget (the receipts page's capped, indexed scan)."""
+    report = operations_over_budget(now=now)
+    url = absolute_url(reverse("triage:receipts") + "#retry-budget")
+    matches = []
+    for operation in report.operations:
+        if rule.collection and operation.collection != rule.collection:
+            continue
+        if rule.tool and operation.tool != rule.tool:
+            continue
+        name = operation.idempotency_key or operation.target_fingerprint
+        matches.append(
+            Match(
+                subject=f"operation:{operation.collection}/{operation.tool}/{name}"[:300],
+                window=f"peak@{operation.peak_start:%Y%m%dT%H%M%S}",
+                group={
+                    "id": None,
+                    "stage": "execute",
+                    "reason": operation.last_code,
+                    "tool": operation.tool,
+                    "collection": operation.collection,
+                    "lane": "retry_safe",
+                    "url": url,
+                },
+                count=operation.peak,
+                window_start=operation.peak_start,
+                window_end=operation.peak_end,
+                first_seen=operation.peak_start,
+                summary=(
+                    f"{operation.tool} ({name}) failed {operation.peak} times in "
+                    f"{operation.budget.window_seconds} s; its budget is "
+                    f"{operation.budget.failures}"
+                ),
+            )
+        )
+    return matches[:MATCH_LIMIT]
+
+
+def qualitylab_regression_matches(
+    rule: Rule, *, now: datetime, lookback: timedelta = timedelta(days=1)
+) -> list[Match]:
+    """The newest finished run of each suite: cases that passed in the suite's run before
+    and fail now, or a pass rate under R. A run already judged for this rule is skipped
+    before its results are read."""
+    runs = (
+        CaseRun.objects.filter(status=RunStatus.DONE, finished_at__gte=now - lookback)
+        .select_related("collection", "suite")
+        .order_by("collection_id", "suite_id", "-finished_at", "-pk")
+    )
+    if rule.collection:
+        runs = runs.filter(collection__name=rule.collection)
+    newest: dict[tuple[int, int | None], CaseRun] = {}
+    for run in runs[:MATCH_LIMIT]:
+        newest.setdefault((run.collection_id, run.suite_id), run)
+    judged = dict(RuleSubjectState.objects.filter(rule=rule).values_list("subject", "last_window"))
+    matches = []
+    for (collection_id, suite_id), run in newest.items():
+        subject = f"suite:{collection_id}:{suite_id or 'all'}"
+        window = f"run{run.pk}"
+        if judged.get(subject) == window:
+            continue
+        regressed = _regressed_cases(run)
+        rate = run.passed / run.done if run.done else None
+        below = (
+            rule.pass_rate_floor is not None and rate is not None and rate < rule.pass_rate_floor
+        )
+        if not regressed and not below:
+            continue
+        suite = run.suite.name if run.suite else "all cases"
+        what = []
+        if regressed:
+            what.append(f"{len(regressed)} case(s) passed before and fail now: "
+                        + ", ".join(regressed[:5]))  # fmt: skip
+        if below and rate is not None:
+            what.append(f"pass rate {rate:.0%} under {rule.pass_rate_floor:.0%}")
+        matches.append(
+            Match(
+                subject=subject,
+                window=window,
+                group={
+                    "id": None,
+                    "stage": "quality_lab",
+                    "reason": "case_regressed" if regressed else "pass_rate_below",
+                    "tool": "",
+                    "collection": run.collection.name,
+                    "lane": "",
+                    "url": absolute_url(reverse("qualitylab:run", args=[run.pk])),
+                },
+                count=len(regressed) or run.failed,
+                window_start=run.started_at or run.created_at,
+                window_end=run.finished_at or now,
+                first_seen=None,
+                summary=f"Quality Lab run {run.pk} of {run.collection.name} ({suite}): "
+                + "; ".join(what),
+            )
+        )
+    return matches
+
+
+def _regressed_cases(run: CaseRun) -> list[str]:
+    previous = previous_finished_run(run=run)
+    if previous is None:
+        return []
+    before: dict[str, bool] = {}
+    for case_id, passed in previous.results.values_list("case__case_id", "passed"):
+        before[case_id] = before.get(case_id, True) and passed
+    now_failing: dict[str, bool] = {}
+    for case_id, passed in run.results.filter(allowed_failure=False).values_list(
+        "case__case_id", "passed"
+    ):
+        now_failing[case_id] = now_failing.get(case_id, False) or not passed
+    return sorted(case for case, failing in now_failing.items() if failing and before.get(case))
+
+
+def suggestion_waiting_matches(rule: Rule, *, now: datetime) -> list[Match]:
+    """Promotable suggestions nobody decided for T minutes (since they last changed)."""
+    cutoff = now - timedelta(minutes=rule.wait_minutes or 1)
+    suggestions = Suggestion.objects.filter(
+        status=SuggestionStatus.PROMOTABLE, updated_at__lte=cutoff
+    ).select_related("collection")
+    if rule.collection:
+        suggestions = suggestions.filter(collection__name=rule.collection)
+    return [
+        Match(
+            subject=f"suggestion:{suggestion.pk}",
+            window=_minute(now),
+            group={
+                "id": None,
+                "stage": "learn",
+                "reason": suggestion.type,
+                "tool": suggestion.target,
+                "collection": suggestion.collection.name,
+                "lane": "",
+                "url": absolute_url(reverse("learning:suggestion", args=[suggestion.pk])),
+            },
+            count=suggestion.observations,
+            window_start=suggestion.updated_at,
+            window_end=cutoff,
+            first_seen=suggestion.created_at,
+            summary=(
+                f"promotable {suggestion.type} suggestion for {suggestion.target or '-'} in "
+                f"{suggestion.collection.name} waits for a reviewer"
+            ),
+        )
+        for suggestion in suggestions.order_by("updated_at", "pk")[:MATCH_LIMIT]
+    ]
+
+
+BEAT_MATCHERS: dict[str, Callable[..., list[Match]]] = {
+    RuleKind.SPIKE: spike_matches,
+    RuleKind.RECONCILE_WAITING: reconcile_waiting_matches,
+    RuleKind.RETRY_BUDGET: retry_budget_matches,
+    RuleKind.QUALITYLAB_REGRESSION: qualitylab_regression_matches,
+    RuleKind.SUGGESTION_WAITING: suggestion_waiting_matches,
+}
+
+
+# --- the page -------------------------------------------------------------------------------
+
+LOG_LIMIT = 100
+
+
+@dataclass(frozen=True)
+class AlertsOverview:
+    rules: list[Rule]  # each with `last_delivery` (or None)
+    channels: list[Channel]
+    deliveries: list[Delivery]
+
+
+def alerts_overview(*, rule_id: int | None = None) -> AlertsOverview:
+    rules = list(Rule.objects.prefetch_related(Prefetch("channels")).order_by("name"))
+    last = {delivery.rule_id: delivery for delivery in _last_per_rule()}
+    for rule in rules:
+        rule.last_delivery = last.get(rule.pk)  # type: ignore[attr-defined]
+    log = Delivery.objects.select_related("rule", "channel").defer("payload")
+    if rule_id is not None:
+        log = log.filter(rule_id=rule_id)
+    return AlertsOverview(
+        rules=rules,
+        channels=list(Channel.objects.annotate(rule_count=Count("rules"))),
+        deliveries=list(log.order_by("-created_at", "-pk")[:LOG_LIMIT]),
+    )
+
+
+def _last_per_rule() -> list[Delivery]:
+    newest = Delivery.objects.filter(rule__isnull=False).values("rule_id").annotate(last=Max("pk"))
+    return list(Delivery.objects.filter(pk__in=[row["last"] for row in newest]))

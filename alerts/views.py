@@ -1,0 +1,195 @@
+"""The alerts page: rules with their last delivery, channels, the delivery log; forms to
+edit rules (operators, admins) and channels (admins), and "send a test" per channel."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required, permission_required
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
+
+from alerts import selectors, services
+from alerts.forms import ChannelEditForm, ChannelForm, LogQueryForm, RuleForm
+from alerts.models import Channel, Rule
+from triage import roles
+from triage.http import is_partial
+
+PAGE = "alerts/alerts.html"
+RULE_PAGE = "alerts/rule_form.html"
+CHANNEL_PAGE = "alerts/channel_form.html"
+
+
+def _page(
+    request: HttpRequest,
+    *,
+    rule_form: RuleForm | None = None,
+    channel_form: ChannelForm | None = None,
+    new_secret: str = "",
+    new_channel: Channel | None = None,
+    status: int = 200,
+) -> HttpResponse:
+    query = LogQueryForm(request.GET)
+    rule_id = query.cleaned_data.get("rule") if query.is_valid() else None
+    if not query.is_valid():
+        status = 400
+    overview = selectors.alerts_overview(rule_id=rule_id)
+    context: dict[str, Any] = {
+        "overview": overview,
+        "query_form": query,
+        "log_rule_id": rule_id,
+        "can_edit_rules": request.user.has_perm(roles.CHANGE_ALERT_RULES),
+        "can_edit_channels": request.user.has_perm(roles.CHANGE_ALERT_CHANNELS),
+        "rule_form": rule_form or RuleForm(),
+        "channel_form": channel_form or ChannelForm(),
+        "new_secret": new_secret,
+        "new_channel": new_channel,
+    }
+    template = f"{PAGE}#delivery-log" if is_partial(request) else PAGE
+    return render(request, template, context, status=status)
+
+
+@require_safe
+@login_required
+@permission_required(roles.VIEW_ALERTS, raise_exception=True)
+def alerts_page(request: HttpRequest) -> HttpResponse:
+    return _page(request)
+
+
+def _home() -> HttpResponseRedirect:
+    return HttpResponseRedirect(reverse("alerts:home"))
+
+
+def _rule_fields(form: RuleForm) -> dict[str, Any]:
+    data = dict(form.cleaned_data)
+    data.pop("name", None)
+    data.pop("channels", None)
+    return {name: data[name] for name in services.RULE_FIELDS if name in data}
+
+
+def _form_errors(form: Any, exc: ValidationError) -> None:
+    for field, errors in exc.message_dict.items():
+        form.add_error(field if field in form.fields else None, errors)
+
+
+@require_POST
+@login_required
+@permission_required(roles.CHANGE_ALERT_RULES, raise_exception=True)
+def rule_create_view(request: HttpRequest) -> HttpResponse:
+    form = RuleForm(request.POST)
+    if form.is_valid():
+        try:
+            rule = services.rule_create(
+                name=form.cleaned_data["name"],
+                channels=list(form.cleaned_data["channels"]),
+                user=request.user,
+                **_rule_fields(form),
+            )
+        except ValidationError as exc:
+            _form_errors(form, exc)
+        else:
+            messages.success(request, _("Rule %(name)s created.") % {"name": rule.name})
+            return _home()
+    return _page(request, rule_form=form, status=400)
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+@permission_required(roles.CHANGE_ALERT_RULES, raise_exception=True)
+def rule_edit_view(request: HttpRequest, rule_id: int) -> HttpResponse:
+    rule = get_object_or_404(Rule, pk=rule_id)
+    if request.method == "GET":
+        return render(request, RULE_PAGE, {"rule": rule, "form": RuleForm(instance=rule)})
+    form = RuleForm(request.POST, instance=Rule.objects.get(pk=rule.pk))
+    if form.is_valid():
+        try:
+            rule.name = form.cleaned_data["name"]
+            services.rule_update(
+                rule=rule, channels=list(form.cleaned_data["channels"]), **_rule_fields(form)
+            )
+        except ValidationError as exc:
+            _form_errors(form, exc)
+        else:
+            messages.success(request, _("Rule %(name)s saved.") % {"name": rule.name})
+            return _home()
+    return render(request, RULE_PAGE, {"rule": rule, "form": form}, status=400)
+
+
+@require_POST
+@login_required
+@permission_required(roles.CHANGE_ALERT_RULES, raise_exception=True)
+def rule_delete_view(request: HttpRequest, rule_id: int) -> HttpResponse:
+    rule = get_object_or_404(Rule, pk=rule_id)
+    services.rule_delete(rule=rule)
+    messages.success(request, _("Rule %(name)s deleted.") % {"name": rule.name})
+    return _home()
+
+
+@require_POST
+@login_required
+@permission_required(roles.CHANGE_ALERT_CHANNELS, raise_exception=True)
+def channel_create_view(request: HttpRequest) -> HttpResponse:
+    form = ChannelForm(request.POST)
+    if form.is_valid():
+        try:
+            channel, secret = services.channel_create(user=request.user, **form.cleaned_data)
+        except services.ChannelError as exc:
+            form.add_error(exc.field if exc.field in form.fields else None, str(exc))
+        else:
+            # The secret is shown on this answer only (no redirect: it is in no message).
+            return _page(request, new_secret=secret, new_channel=channel)
+    return _page(request, channel_form=form, status=400)
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+@permission_required(roles.CHANGE_ALERT_CHANNELS, raise_exception=True)
+def channel_edit_view(request: HttpRequest, channel_id: int) -> HttpResponse:
+    channel = get_object_or_404(Channel, pk=channel_id)
+    form = ChannelEditForm(request.POST if request.method == "POST" else None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            services.channel_update(channel=channel, target=form.cleaned_data["target"])
+        except services.ChannelError as exc:
+            form.add_error("target", str(exc))
+        else:
+            messages.success(request, _("Channel %(name)s saved.") % {"name": channel.name})
+            return _home()
+    status = 400 if request.method == "POST" else 200
+    return render(request, CHANNEL_PAGE, {"channel": channel, "form": form}, status=status)
+
+
+@require_POST
+@login_required
+@permission_required(roles.CHANGE_ALERT_CHANNELS, raise_exception=True)
+def channel_test_view(request: HttpRequest, channel_id: int) -> HttpResponse:
+    channel = get_object_or_404(Channel, pk=channel_id)
+    delivery = services.channel_test(channel=channel)
+    if delivery.status == "sent":
+        messages.success(
+            request,
+            _("Test sent to %(name)s (answer %(code)s).")
+            % {"name": channel.name, "code": delivery.answer_code},
+        )
+    else:
+        messages.error(
+            request,
+            _("Test to %(name)s failed: %(error)s")
+            % {"name": channel.name, "error": delivery.error or delivery.answer_code},
+        )
+    return _home()
+
+
+@require_POST
+@login_required
+@permission_required(roles.CHANGE_ALERT_CHANNELS, raise_exception=True)
+def channel_delete_view(request: HttpRequest, channel_id: int) -> HttpResponse:
+    channel = get_object_or_404(Channel, pk=channel_id)
+    services.channel_delete(channel=channel)
+    messages.success(request, _("Channel %(name)s deleted.") % {"name": channel.name})
+    return _home()

@@ -1,0 +1,115 @@
+"""The alerts page by role: viewers read, operators edit rules, admins edit channels."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from alerts import services
+from alerts.models import Channel, ChannelKind, Delivery, Rule
+from alerts.sinks import WebhookReceiver
+
+pytestmark = pytest.mark.django_db
+
+
+def test_viewers_read_the_page_without_forms(
+    client_as: Callable[..., Any], webhook: Channel, make_rule: Callable[..., Any],
+    django_assert_max_num_queries: Any,
+) -> None:  # fmt: skip
+    make_rule("new_group", [webhook], name="shop-new")
+    client = client_as("viewer")
+    with django_assert_max_num_queries(12):
+        response = client.get("/alerts/")
+    assert response.status_code == 200
+    assert response.templates[0].name == "alerts/alerts.html"
+    body = response.content.decode()
+    assert "shop-new" in body and "http://127.0.0.1/••••" in body
+    assert "/hook" not in body  # the webhook URL is a secret
+    assert "New rule" not in body and "send a test" not in body
+    partial = client.get("/alerts/", headers={"HX-Request": "true"})
+    assert partial.status_code == 200
+    assert partial.content.decode().lstrip().startswith('<section id="delivery-log">')
+
+
+def test_operators_create_rules_but_not_channels(
+    client_as: Callable[..., Any], webhook: Channel
+) -> None:
+    client = client_as("operator")
+    body = client.get("/alerts/").content.decode()
+    assert "New rule" in body and "New channel" not in body
+    response = client.post("/alerts/rules/new", {
+        "name": "spikes", "kind": "spike", "enabled": "on", "channels": [webhook.pk],
+        "min_interval_minutes": "60", "spike_count": "10", "spike_factor": "3",
+        "spike_window_hours": "1",
+    })  # fmt: skip
+    assert response.status_code == 302, response.content.decode()[-2000:]
+    assert Rule.objects.get().kind == "spike"
+    bad = client.post("/alerts/rules/new", {"name": "x", "kind": "spike", "channels": [webhook.pk],
+                                            "min_interval_minutes": "60"})  # fmt: skip
+    assert bad.status_code == 400
+    assert "A spike rule needs N" in bad.content.decode()
+    wrong_filter = client.post("/alerts/rules/new", {
+        "name": "y", "kind": "retry_budget", "channels": [webhook.pk], "stage": "execute",
+        "min_interval_minutes": "60",
+    })  # fmt: skip
+    assert wrong_filter.status_code == 400
+    assert "does not apply" in wrong_filter.content.decode()
+    assert (
+        client.post(
+            "/alerts/channels/new", {"name": "n", "kind": "email", "target": "a@example.com"}
+        ).status_code
+        == 403
+    )
+
+
+def test_admins_create_a_webhook_and_see_its_secret_once(
+    client_as: Callable[..., Any], receiver: WebhookReceiver
+) -> None:
+    client = client_as("admin")
+    response = client.post(
+        "/alerts/channels/new", {"name": "ops", "kind": "webhook", "target": receiver.url()}
+    )
+    assert response.status_code == 200
+    channel = Channel.objects.get()
+    assert channel.signing_secret in response.content.decode()
+    assert channel.signing_secret not in client.get("/alerts/").content.decode()
+
+    refused = client.post(
+        "/alerts/channels/new",
+        {"name": "meta", "kind": "webhook", "target": "http://169.254.169.254/latest/"},
+    )
+    assert refused.status_code == 400
+    assert "link-local" in refused.content.decode()
+    assert Channel.objects.count() == 1
+
+
+def test_send_a_test_shows_the_answer(
+    client_as: Callable[..., Any], webhook: Channel, receiver: WebhookReceiver
+) -> None:
+    response = client_as("admin").post(f"/alerts/channels/{webhook.pk}/test", follow=True)
+    assert "Test sent to hook (answer 200)" in response.content.decode()
+    assert receiver.wait_for(1)[0].signature_ok
+    assert Delivery.objects.get().is_test
+    assert client_as("operator").post(f"/alerts/channels/{webhook.pk}/test").status_code == 403
+
+
+def test_a_channel_edit_checks_the_new_address(
+    client_as: Callable[..., Any], webhook: Channel
+) -> None:
+    client = client_as("admin")
+    assert client.get(f"/alerts/channels/{webhook.pk}/edit").status_code == 200
+    response = client.post(f"/alerts/channels/{webhook.pk}/edit", {"target": "http://10.0.0.1/"})
+    assert response.status_code == 400
+    webhook.refresh_from_db()
+    assert webhook.target.startswith("http://127.0.0.1")
+    ok = client.post(f"/alerts/channels/{webhook.pk}/edit", {"target": "ops@example.com"})
+    assert ok.status_code == 400  # a webhook's address is a URL
+    services.channel_create(name="mail", kind=ChannelKind.EMAIL, target="a@example.com")
+
+
+def test_a_bad_rule_filter_in_the_address_is_a_form_error(client_as: Callable[..., Any]) -> None:
+    response = client_as("viewer").get("/alerts/?rule=abc")
+    assert response.status_code == 400
+    assert "This page cannot show" in response.content.decode()
