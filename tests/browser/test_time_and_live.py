@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 import zoneinfo
-from collections.abc import Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -13,11 +13,10 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from tests.browser.conftest import ARTIFACTS, PASSWORD
+from tests.browser.conftest import ARTIFACTS, sign_in_tab
 from tests.factories import failure_item
 from triage.intake.ingest import batch_ingest
 from triage.models import FailureGroup, GroupStatus
-from triage.roles import ensure_role_group
 
 pytestmark = [
     pytest.mark.browser,
@@ -50,25 +49,11 @@ def _traffic() -> None:
 
 
 @pytest.fixture(params=[1280, 390], ids=["desktop", "phone"])
-def seoul(request: Any, browser: Any, live_server: Any) -> Iterator[Any]:
+def seoul(request: Any, open_tab: Callable[..., Any], live_server: Any) -> Any:
     """A signed-in operator whose browser is in Seoul, at the given width."""
-    from django.contrib.auth import get_user_model
-
-    context = browser.new_context(
-        viewport={"width": request.param, "height": 900}, timezone_id="Asia/Seoul"
-    )
-    tab = context.new_page()
-    tab.set_default_timeout(10_000)
-    tab.width = request.param
-    user = get_user_model().objects.create_user(username="operator-seoul", password=PASSWORD)
-    user.groups.add(ensure_role_group("operator"))
-    tab.goto(f"{live_server.url}/accounts/login/")
-    tab.fill("input[name=username]", user.username)
-    tab.fill("input[name=password]", PASSWORD)
-    tab.click("button[type=submit]")
-    tab.wait_for_url(f"{live_server.url}/")
-    yield tab
-    context.close()
+    tab = open_tab(width=request.param)
+    sign_in_tab(tab, live_server, "operator", username="operator-seoul")
+    return tab
 
 
 def _screenshot(page: Any, name: str) -> None:
