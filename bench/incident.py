@@ -1,7 +1,7 @@
 """Do the pages stay fast while ingest floods? Viewers and senders, shared and split pools.
 
     .venv/bin/python bench/incident.py [--records 1000000] [--seconds 20] [--viewers 4]
-        [--senders 2] [--batch 500] [--web-workers 2] [--ingest-workers 2]
+        [--senders 2] [--batch 500] [--web-workers 2] [--ingest-workers 2] [--ingest-threads 16]
         [--database-url URL] [--prepare-only]
 
 What one run does:
@@ -273,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=500)
     parser.add_argument("--web-workers", type=int, default=2)
     parser.add_argument("--ingest-workers", type=int, default=2)
-    parser.add_argument("--ingest-threads", type=int, default=4)
+    parser.add_argument("--ingest-threads", type=int, default=16)  # as deployed
     parser.add_argument("--nice", type=int, default=10)
     parser.add_argument("--database-url", default=DEFAULT_DATABASE_URL)
     parser.add_argument("--prepare-only", action="store_true")

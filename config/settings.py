@@ -72,6 +72,8 @@ MIDDLEWARE = [
     "config.request_limits.PageBodyLimitMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # After authentication: the person's time zone is their preference, or their browser's.
+    "triage.middleware.PersonTimeZoneMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
@@ -100,6 +102,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "triage.context_processors.navigation",
+                "triage.context_processors.time_zone",
             ],
         },
     }
