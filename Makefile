@@ -40,8 +40,11 @@ browser:
 		echo "Could not install chromium: browser tests will be skipped."
 
 ## Install, migrate, load the demo through the real ingest API, start web + worker.
+## Execute cases may call the sandbox's loopback port and no other (see Security).
+DEMO_SANDBOX_PORT ?= 8090
 demo: install
-	QUALITYLAB_ALLOWED_PRIVATE_HOSTS=127.0.0.1 $(PY) manage.py demo
+	DEMO_SANDBOX_PORT=$(DEMO_SANDBOX_PORT) \
+	QUALITYLAB_ALLOWED_PRIVATE_HOSTS=127.0.0.1:$(DEMO_SANDBOX_PORT) $(PY) manage.py demo
 
 ## Lint, type-check, Django checks, migrations check and the whole test suite.
 test: install browser lint typecheck check pytest

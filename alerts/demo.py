@@ -19,6 +19,7 @@ from django.db import transaction
 from alerts import services
 from alerts.models import Channel, ChannelKind, Rule, RuleKind
 from alerts.sinks import SmtpSink, WebhookReceiver
+from triage import outbound
 
 PREFIX = "demo-"
 # One rule of each kind; the parameters make the demo's own traffic and runs fire them.
@@ -70,9 +71,11 @@ def start_sinks(*, webhook_port: int, smtp_port: int, say: Callable[[str], None]
     return Sinks(receiver=receiver, smtp=smtp)
 
 
-def environment(*, smtp_port: int, base_url: str) -> dict[str, str]:
-    """What the web, ingest and worker processes need to reach the sinks."""
-    allowed = {*settings.ALERTS_ALLOWED_HOSTS, "127.0.0.1"}
+def environment(*, webhook_port: int, smtp_port: int, base_url: str) -> dict[str, str]:
+    """What the web, ingest and worker processes need to reach the sinks: the receiver's
+    loopback port is allowed for webhooks, no other (SMTP goes to EMAIL_HOST, which is the
+    administrator's setting and needs no allowance)."""
+    allowed = {*settings.ALERTS_ALLOWED_HOSTS, outbound.host_port("127.0.0.1", webhook_port)}
     return {
         "ALERTS_ALLOWED_HOSTS": ",".join(sorted(allowed)),
         "EMAIL_HOST": "127.0.0.1",
@@ -84,7 +87,7 @@ def environment(*, smtp_port: int, base_url: str) -> dict[str, str]:
 def install(*, sinks: Sinks) -> list[Rule]:
     """The demo's channels and rules, made again each start (the sinks' ports may differ)."""
     for name, value in environment(
-        smtp_port=sinks.smtp.port, base_url=settings.DESK_BASE_URL
+        webhook_port=sinks.receiver.port, smtp_port=sinks.smtp.port, base_url=settings.DESK_BASE_URL
     ).items():
         os.environ[name] = value
     settings.ALERTS_ALLOWED_HOSTS = os.environ["ALERTS_ALLOWED_HOSTS"].split(",")

@@ -36,7 +36,9 @@ operator, ``Accept-Language: ko``) in the same rounds as English, and judges the
 against the English one: the same number of queries and a p95 within 1.1x.
 
 Endpoints: the triage page with its defaults (last 24 hours, active groups), the triage
-page filtered (7 days, one collection, one lane; and 30 days, any status, one execution
+page's last 60 minutes (a custom window ending at the newest record, so that a database
+loaded earlier still has an hour to show; both its edges read records), the triage page
+filtered (7 days, one collection, one lane; and 30 days, any status, one execution
 state), the page of the largest group (first page, and a page 30 days deep by its
 cursor), and the read API (newest failures, failures of one stage and reason, groups).
 """
@@ -450,6 +452,7 @@ def _english_endpoints() -> list[Endpoint]:
     collection = next(iter(COLLECTIONS))
     return [
         Endpoint("triage page, defaults (24h, active)", "/", triage_page=True),
+        Endpoint("triage page, last 60 minutes of the data", _last_hour_url(), triage_page=True),
         Endpoint(
             "triage page, 7d + collection + lane",
             f"/?window=7d&collection={collection}&lane=manual_investigation",
@@ -470,6 +473,29 @@ def _english_endpoints() -> list[Endpoint]:
         ),
         Endpoint("API groups, recently seen", "/api/v1/groups", api=True),
     ]
+
+
+def _last_hour_url() -> str:
+    """The 1h window as the page reads it, ending at the newest record: a database loaded an
+    hour ago (``--reuse``) has nothing in the clock's last hour. Both ends fall inside an
+    hour, so both edges are read from the records (the clock's own 1h window reads only the
+    start's: nothing was recorded after now), never less work than the page's 1h window."""
+    from django.db.models import Max
+
+    from triage.models import FailureRecord
+
+    newest = FailureRecord.objects.aggregate(newest=Max("occurred_at"))["newest"]
+    if newest is None:
+        raise SystemExit("no records: nothing was loaded")
+    end = newest.astimezone(UTC) + timedelta(seconds=1)
+    since = end - timedelta(hours=1)
+    return "/?" + urllib.parse.urlencode(
+        {
+            "window": "custom",
+            "since": since.strftime("%Y-%m-%dT%H:%M:%S"),
+            "until": end.strftime("%Y-%m-%dT%H:%M:%S"),
+        }
+    )
 
 
 def clients() -> tuple[Any, Any]:

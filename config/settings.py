@@ -76,6 +76,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     # ...and for a signed-in person, the language they chose (triage/language.py).
     "triage.language.PreferredLanguageMiddleware",
+    # After authentication: the person's time zone is their preference, or their browser's.
+    "triage.middleware.PersonTimeZoneMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
@@ -105,6 +107,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "triage.context_processors.navigation",
+                "triage.context_processors.time_zone",
             ],
         },
     }
@@ -322,7 +325,8 @@ QUALITYLAB_MAX_RESPONSE_BYTES = env_int(
     "QUALITYLAB_MAX_RESPONSE_BYTES", 10 * 1024 * 1024, minimum=1024
 )
 # Non-public hosts, addresses and networks (CIDR) execute cases may call (loopback, private,
-# link-local... are refused otherwise), e.g. "127.0.0.1" for the demo sandbox.
+# link-local... are refused otherwise): "host:port" ("[v6]:port") allows one port, e.g.
+# "127.0.0.1:8090" for the demo sandbox; a bare host allows every port of it.
 QUALITYLAB_ALLOWED_PRIVATE_HOSTS = env_list("QUALITYLAB_ALLOWED_PRIVATE_HOSTS", [])
 # Which worker environment variables a collection's auth profile may name (qualitylab/
 # credentials.py): <prefix><COLLECTION>[__<SESSION>], and explicit COLLECTION:VARIABLE pairs.
@@ -393,7 +397,8 @@ DESK_BASE_URL = env_str(
 if not DESK_BASE_URL.startswith(("http://", "https://")):
     raise ImproperlyConfigured("DESK_BASE_URL must be an absolute http(s) URL.")
 # Webhooks go to public addresses only; these non-public hosts, addresses and networks
-# (CIDR) are allowed too (a receiver on the local network, the demo's on 127.0.0.1).
+# (CIDR) are allowed too (a receiver on the local network, the demo's on 127.0.0.1:8091),
+# each on one port as "host:port" ("[v6]:port") or, bare, on every port.
 ALERTS_ALLOWED_HOSTS = env_list("ALERTS_ALLOWED_HOSTS", [])
 try:
     PrivateAllowance.parse(ALERTS_ALLOWED_HOSTS)

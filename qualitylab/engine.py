@@ -926,7 +926,8 @@ class ExecutionContext:
     auth_profile: AuthProfile | None = None
     timeout_sec: float = 30.0  # a ceiling: a case's timeout_sec may lower it, not raise it
     allow_mutations: bool = False
-    # Non-public hosts, addresses and networks an administrator allows (triage.outbound).
+    # Non-public hosts, addresses and networks an administrator allows, on every port or
+    # as host:port on one (triage.outbound.PrivateAllowance).
     private_allowed: tuple[str, ...] = ()
     max_response_bytes: int = 10 * 1024 * 1024
     # Sessions whose credential variable the desk refused to read: session -> why.

@@ -16,7 +16,7 @@ from django.utils.translation import gettext, gettext_lazy
 from qualitylab import engine, services
 from qualitylab.models import CaseMode, Collection, QualityCase, Suite
 from triage.collection_names import COLLECTION_NAME_MAX_LENGTH
-from triage.fields import validate_collection_name
+from triage.fields import validate_collection_name, validate_outbound_url
 from triage.forms import MAX_ID
 from triage.json_limits import JSONTooDeep, loads_bounded
 
@@ -119,11 +119,19 @@ class SpecSourceForm(forms.Form):
         )
 
 
+class CallURLField(forms.URLField):
+    """A URL execute cases may call: any valid host name, one label (a compose service such
+    as ``http://sandbox:8090``) as well as several, where Django's URLValidator wants a dot.
+    The address the name resolves to is checked by the services and at each call."""
+
+    default_validators = [validate_outbound_url]
+
+
 class CollectionSettingsForm(forms.Form):
     """Where and as whom execute cases call; never a secret, only where it comes from."""
 
     title = forms.CharField(label=gettext_lazy("Title"), max_length=200, required=False)
-    base_url = forms.URLField(
+    base_url = CallURLField(
         required=False,
         max_length=Collection._meta.get_field("base_url").max_length,
         assume_scheme="https",

@@ -234,6 +234,9 @@ def _check_call_settings(
         raise CollectionError(next(iter(refusals.values())), field="auth_secret_env")
     if not base_url:
         return
+    problem = outbound.url_problem(base_url)
+    if problem is not None:
+        raise CollectionError(f"The base URL cannot be called: {problem}.", field="base_url")
     try:
         outbound.check_url(base_url, allowed_hosts=None, private_allowed=private_allowance())
     except outbound.OutboundRefused as exc:

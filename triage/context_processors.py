@@ -9,6 +9,7 @@ from django.urls import NoReverseMatch, reverse
 from django.utils.translation import gettext_lazy
 
 from triage.roles import ROLE_LABELS, user_roles
+from triage.timezones import SERVER, abbreviation
 
 # (label, URL name). An entry whose page does not exist yet is left out, not shown dead.
 NAVIGATION = (
@@ -36,3 +37,19 @@ def navigation(request: HttpRequest) -> dict[str, Any]:
         items.append({"label": label, "url": url, "active": active})
     roles = [str(ROLE_LABELS[role]) for role in user_roles(request.user)]
     return {"main_nav": items, "user_roles": roles}
+
+
+def time_zone(request: HttpRequest) -> dict[str, Any]:
+    """The zone the page's times are in, for the label in the top bar and for desk.js, which
+    sends the browser's zone when the person chose none."""
+    person_zone = getattr(request, "person_zone", None)
+    return {
+        "time_zone": {
+            "name": person_zone.name if person_zone else "",
+            "source": person_zone.source if person_zone else SERVER,
+            "abbreviation": abbreviation(),
+            # Reloading shows a page in the browser's zone at once; only a page a GET
+            # showed may be reloaded, and only a person's (a sign-in page shows no times).
+            "reloadable": request.method == "GET" and request.user.is_authenticated,
+        }
+    }

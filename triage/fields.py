@@ -7,7 +7,9 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
 
+from triage import outbound
 from triage.collection_names import collection_name_problem_parts
 
 
@@ -20,6 +22,19 @@ def validate_collection_name(value: Any) -> None:
         raise ValidationError(
             gettext("The name %(problem)s.") % {"problem": problem},
             code="invalid_collection_name",
+        )
+
+
+def validate_outbound_url(value: Any) -> None:
+    """A URL the desk may call by its form (triage.outbound.url_problem): http(s), a host
+    of one label (``http://sandbox:8090``) or several; where it points is judged when the
+    host is resolved, not here."""
+    problem = outbound.url_problem(str(value))
+    if problem is not None:
+        raise ValidationError(
+            _("Enter an http or https URL with a valid host: %(problem)s."),
+            code="invalid_url",
+            params={"problem": problem},
         )
 
 

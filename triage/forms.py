@@ -14,10 +14,11 @@ from django.contrib.auth import get_user_model
 from django.core.validators import URLValidator
 from django.http import QueryDict
 from django.utils import timezone
-from django.utils.translation import gettext, gettext_lazy, ngettext, pgettext_lazy
+from django.utils.functional import Promise
+from django.utils.translation import gettext, gettext_lazy, ngettext
 from django.utils.translation import gettext_lazy as _
 
-from triage import taxonomy
+from triage import taxonomy, timezones
 from triage.collection_names import COLLECTION_NAME_MAX_LENGTH
 from triage.fields import validate_collection_name
 from triage.models import (
@@ -32,6 +33,17 @@ from triage.models import (
 
 WINDOWS = {"1h": timedelta(hours=1), "24h": timedelta(hours=24), "7d": timedelta(days=7),
            "30d": timedelta(days=30)}  # fmt: skip
+# What each window covers, said as it is: 1h is the last 60 minutes, not the hours since the
+# start of the previous one.
+WINDOW_LABELS: dict[str, Promise] = {
+    "1h": _("last 60 minutes"),
+    "24h": _("last 24 hours"),
+    "7d": _("last 7 days"),
+    "30d": _("last 30 days"),
+}
+CUSTOM_WINDOW_LABEL = _("custom window")
+# The triage page's auto-refresh choices (absent: off).
+REFRESH_SECONDS = {"10s": 10, "30s": 30, "1m": 60}
 # Ids in URLs: a 64-bit id column holds nothing larger.
 MAX_ID = 2**63 - 1
 # The default view hides what nobody needs to look at: resolved and muted groups.
@@ -41,11 +53,6 @@ ACTIVE = "active"
 PRODUCTION = "production"
 ANY_SOURCE = "any"
 ACTIVE_STATUSES = (GroupStatus.OPEN, GroupStatus.ACKNOWLEDGED, GroupStatus.REGRESSED)
-# What the window menu and the page's sentences call each window.
-WINDOW_CHOICE_LABELS = {"1h": gettext_lazy("1h"), "24h": gettext_lazy("24h"),
-                        "7d": gettext_lazy("7d"), "30d": gettext_lazy("30d")}  # fmt: skip
-WINDOW_LABELS = {"1h": gettext_lazy("last 1h"), "24h": gettext_lazy("last 24h"),
-                 "7d": gettext_lazy("last 7d"), "30d": gettext_lazy("last 30d")}  # fmt: skip
 
 
 def search_text(value: str) -> str:
@@ -65,6 +72,11 @@ class Window:
     end: datetime
     label: Any
 
+    @property
+    def span(self) -> str:
+        """Exactly what the window covers, in the person's zone: '18:07-19:07 KST'."""
+        return timezones.local_span(self.start, self.end)
+
 
 class TriageFilterForm(forms.Form):
     """Every filter lives in the URL, so a filtered view is a link that can be shared."""
@@ -75,7 +87,7 @@ class TriageFilterForm(forms.Form):
 
     window = forms.ChoiceField(
         label=gettext_lazy("Window"),
-        choices=[*WINDOW_CHOICE_LABELS.items(), ("custom", pgettext_lazy("window", "custom"))],
+        choices=[*WINDOW_LABELS.items(), ("custom", _("custom: since … until"))],
         required=False,
     )
     since = forms.DateTimeField(
@@ -125,10 +137,32 @@ class TriageFilterForm(forms.Form):
                  ("stage", gettext_lazy("sort: stage order"))],
         required=False,
     )  # fmt: skip
+    # Not a filter: how often the table reloads itself, in the URL so a wall screen keeps it.
+    refresh = forms.ChoiceField(
+        choices=[("", _("auto-refresh: off")), ("10s", _("refresh every 10 s")),
+                 ("30s", _("refresh every 30 s")), ("1m", _("refresh every minute"))],
+        required=False,
+        label=_("Auto-refresh"),
+    )  # fmt: skip
 
     def __init__(self, *args: Any, now: datetime | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.now = now or timezone.now()
+
+    def refresh_seconds(self) -> int | None:
+        """Seconds between the table's reloads, or None (off, also for a refused value)."""
+        return REFRESH_SECONDS.get(str(self._valid_data().get("refresh") or ""))
+
+    def shown_values(self) -> dict[str, str]:
+        """What each field is for the results shown (a refused value as its default), so a
+        page restored from the browser's history can put its inputs back to match."""
+        self._valid_data()
+        return {
+            name: self.DEFAULTS.get(name, "")
+            if name in self.errors
+            else str(self[name].value() or "")
+            for name in self.fields
+        }
 
     def sort_order(self) -> str:
         """The chosen order of the rows; a missing or refused one is count."""
@@ -177,11 +211,11 @@ class TriageFilterForm(forms.Form):
         data = self._valid_data()
         window_errors = any(name in self.errors for name in ("window", "since", "until"))
         if data.get("window") == "custom" and data.get("since") and not window_errors:
-            return Window(data["since"], data.get("until") or now, gettext_lazy("custom window"))
+            return Window(data["since"], data.get("until") or now, str(CUSTOM_WINDOW_LABEL))
         key = str(data.get("window") or "")
         if key not in WINDOWS:
             key = "24h"
-        return Window(now - WINDOWS[key], now, WINDOW_LABELS[key])
+        return Window(now - WINDOWS[key], now, str(WINDOW_LABELS[key]))
 
     def filters(self) -> dict[str, str]:
         data = self._valid_data()
@@ -280,6 +314,22 @@ class GroupRecordsForm(forms.Form):
         return raw
 
 
+# Mute presets: how long, and for the week, until the next Monday morning in the person's zone.
+MUTE_PRESETS: dict[str, Promise] = {
+    "1h": _("1 hour"),
+    "4h": _("4 hours"),
+    "24h": _("24 hours"),
+    "next_week": _("until next week"),
+}
+_MUTE_DURATIONS = {"1h": timedelta(hours=1), "4h": timedelta(hours=4), "24h": timedelta(hours=24)}
+
+
+def mute_preset_end(preset: str, now: datetime) -> datetime:
+    if preset == "next_week":
+        return timezones.start_of_next_week(now)
+    return now + _MUTE_DURATIONS[preset]
+
+
 # Assigning to nobody, said so: the form's name for an assign action without an assignee.
 UNASSIGN = "unassign"
 
@@ -309,6 +359,7 @@ class GroupActionForm(forms.Form):
         # People's names are data: a browser's page translation leaves them alone.
         widget=forms.Select(attrs={"translate": "no"}),
     )
+    # Read in the person's time zone (triage.middleware): "19:03" typed in Seoul is 19:03 KST.
     muted_until = forms.DateTimeField(
         required=False,
         widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
@@ -321,12 +372,24 @@ class GroupActionForm(forms.Form):
         max_value=1_000_000,
         label=_("Mute for this many new records"),
     )
+    mute_for = forms.ChoiceField(required=False, choices=[], label=_("Mute for"))
 
     def __init__(self, *args: Any, user: Any = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.user = user
         users = get_user_model().objects.filter(is_active=True).order_by("username")
         self.fields["assignee"].queryset = users  # type: ignore[attr-defined]
+        # Each preset names the moment it ends, so "until next week" cannot surprise.
+        now = timezone.now()
+        self.fields["mute_for"].choices = [  # type: ignore[attr-defined]
+            ("", _("mute for…")),
+            *(
+                (key, _("%(preset)s · ends %(moment)s")
+                 % {"preset": label,
+                    "moment": timezones.local_moment(mute_preset_end(key, now), weekday=True)})
+                for key, label in MUTE_PRESETS.items()
+            ),
+        ]  # fmt: skip
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
@@ -338,12 +401,19 @@ class GroupActionForm(forms.Form):
         if action == GroupAction.ASSIGN and data.get("assignee") is None:
             self.add_error("assignee", gettext("Choose whom to assign."))
         if action == GroupAction.MUTE:
-            until, count = data.get("muted_until"), data.get("mute_count")
-            if (until is None) == (count is None):
+            until, count, preset = (
+                data.get("muted_until"),
+                data.get("mute_count"),
+                data.get("mute_for"),
+            )
+            if sum(value is not None and value != "" for value in (until, count, preset)) != 1:
                 raise forms.ValidationError(
-                    gettext("Mute until a time, or for a number of new records.")
-                )
-            if until is not None and until <= timezone.now():
+                    _("Mute for a preset time, until a time, or for a number of new records: "
+                      "choose one.")
+                )  # fmt: skip
+            if preset:
+                data["muted_until"] = mute_preset_end(preset, timezone.now())
+            elif until is not None and until <= timezone.now():
                 self.add_error("muted_until", gettext("The mute must end in the future."))
         if action == GroupAction.NOTE and not (data.get("note") or "").strip():
             self.add_error("note", gettext("Write the note."))
@@ -510,3 +580,16 @@ class RunbookForm(forms.Form):
 
     def clean_note(self) -> str:
         return (self.cleaned_data.get("note") or "").strip()
+
+
+class TimeZonePreferenceForm(forms.Form):
+    """The zone a person's pages show times in; blank follows their browser."""
+
+    time_zone = forms.ChoiceField(required=False, choices=[], label=_("time zone"))
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["time_zone"].choices = [  # type: ignore[attr-defined]
+            ("", _("follow my browser")),
+            *((name, name) for name in sorted(timezones.zone_names())),
+        ]

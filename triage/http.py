@@ -6,6 +6,8 @@ from django.http import HttpRequest
 
 
 def is_partial(request: HttpRequest) -> bool:
-    """An htmx request that swaps one region (a boosted one wants the whole page)."""
+    """An htmx request that swaps one region. A boosted one wants the whole page, and so
+    does htmx restoring a page of the history it no longer holds (it swaps the answer into
+    the whole body)."""
     htmx = getattr(request, "htmx", None)
-    return bool(htmx) and not htmx.boosted  # type: ignore[union-attr]
+    return bool(htmx) and not htmx.boosted and not htmx.history_restore_request  # type: ignore[union-attr]

@@ -13,14 +13,22 @@ Public API
     ``multicast``, ``reserved``, ``unspecified``), or ``None`` for a public one. IPv6 forms
     that embed an IPv4 address (mapped ``::ffff:a.b.c.d``, compatible ``::a.b.c.d``, 6to4
     ``2002::/16``, NAT64 ``64:ff9b::/96``) are judged by the IPv4 address they carry.
+``url_problem(url) -> str | None``
+    Why ``url`` cannot be called by its form alone (scheme, host syntax, port), or ``None``:
+    a host name of any number of labels (``sandbox``, ``api.example.com``) passes, since
+    where a name points is judged when it is resolved, by ``check_url``.
 ``PrivateAllowance.parse(entries)``
     What an administrator allows although it is not public: host names (``sandbox.lan``),
-    addresses (``127.0.0.1``, ``::1``) and networks (``10.20.0.0/16``); ``ValueError``
-    names a bad entry.
+    addresses (``127.0.0.1``, ``::1``) and networks (``10.20.0.0/16``), each on every port
+    or, as ``host:port`` (``127.0.0.1:8090``, ``[::1]:8090``), on that port only;
+    ``ValueError`` names a bad entry.
+``host_port(host, port) -> str``
+    The ``host:port`` entry (``[v6]:port``) that allows one port of one host.
 ``check_url(url, *, allowed_hosts, private_allowed=..., resolve=...) -> Target``
     The scheme (http/https), the host against ``allowed_hosts`` (``host`` or
     ``host:port`` entries; ``None`` allows any host), then the host resolved *now*, every
-    address checked. Raises :class:`OutboundRefused` with a ``code`` and ``evidence``.
+    address checked (a non-public one against the allowance, on the port the call
+    connects to). Raises :class:`OutboundRefused` with a ``code`` and ``evidence``.
 ``fetch(url, *, method, headers, body, allowed_hosts, private_allowed, timeout,
 max_body_bytes, credential_headers=(), max_redirects=5) -> Response``
     One call, connected to the address that was checked (no second lookup a DNS answer
@@ -158,41 +166,78 @@ def address_refusal(address: IPAddress) -> str | None:
 
 @dataclass(frozen=True)
 class PrivateAllowance:
-    """Non-public hosts, addresses and networks an administrator allows explicitly."""
+    """Non-public hosts, addresses and networks an administrator allows explicitly, each on
+    every port (``None``) or on one."""
 
-    hosts: frozenset[str] = frozenset()
-    networks: tuple[IPNetwork, ...] = ()
+    hosts: frozenset[tuple[str, int | None]] = frozenset()
+    networks: tuple[tuple[IPNetwork, int | None], ...] = ()
 
     @classmethod
     def parse(cls, entries: Iterable[str]) -> PrivateAllowance:
-        hosts: set[str] = set()
-        networks: list[IPNetwork] = []
+        hosts: set[tuple[str, int | None]] = set()
+        networks: list[tuple[IPNetwork, int | None]] = []
         for raw in entries:
             entry = raw.strip().lower()
             if not entry:
                 continue
-            literal = entry[1:-1] if entry.startswith("[") and entry.endswith("]") else entry
+            name, port = _split_port(entry, raw)
+            bracketed = name.startswith("[") and name.endswith("]")
+            literal = name[1:-1] if bracketed else name
             try:
-                networks.append(ipaddress.ip_network(literal, strict=False))
+                networks.append((ipaddress.ip_network(literal, strict=False), port))
                 continue
             except ValueError:
                 pass
-            if not _is_host_name(entry):
-                raise ValueError(f"{raw!r} is not a host name, an IP address or a network (CIDR)")
-            hosts.add(entry.rstrip("."))
+            if bracketed or not _is_host_name(name):
+                raise ValueError(_not_an_entry(raw))
+            hosts.add((name.rstrip("."), port))
         return cls(hosts=frozenset(hosts), networks=tuple(networks))
 
-    def allows(self, host: str, address: IPAddress) -> bool:
-        if host in self.hosts:
+    def allows(self, host: str, address: IPAddress, *, port: int) -> bool:
+        """Whether ``host``, resolved to ``address``, may be called on ``port``."""
+        if (host, None) in self.hosts or (host, port) in self.hosts:
             return True
         candidates: list[IPAddress] = [address]
         if isinstance(address, ipaddress.IPv6Address) and (embedded := _embedded_v4(address)):
             candidates.append(embedded)
         return any(
-            candidate.version == network.version and candidate in network
+            allowed_port in (None, port)
+            and candidate.version == network.version
+            and candidate in network
             for candidate in candidates
-            for network in self.networks
+            for network, allowed_port in self.networks
         )
+
+
+def _split_port(entry: str, raw: str) -> tuple[str, int | None]:
+    """``host`` and its port from ``host:port`` or ``[v6]:port``; no port is every port.
+
+    A bare IPv6 address (more than one colon, no brackets) has no port: ``::1:8090`` is an
+    address, so an IPv6 entry with a port needs its brackets.
+    """
+    if entry.startswith("["):
+        close = entry.find("]")
+        if close == -1 or close == len(entry) - 1:
+            return entry, None
+        if entry[close + 1] != ":":
+            return entry, None  # refused by the caller as no host, address or network
+        name, port_text = entry[: close + 1], entry[close + 2 :]
+    elif entry.count(":") == 1:
+        name, _, port_text = entry.partition(":")
+    else:
+        return entry, None
+    if not (port_text.isascii() and port_text.isdigit()):
+        raise ValueError(_not_an_entry(raw))
+    if not 0 < int(port_text) <= 65535:
+        raise ValueError(f"{raw!r}: the port must be between 1 and 65535")
+    return name, int(port_text)
+
+
+def _not_an_entry(raw: str) -> str:
+    return (
+        f"{raw!r} is not a host name, an IP address or a network (CIDR), each with an "
+        "optional :port ([v6]:port for IPv6)"
+    )
 
 
 def _is_host_name(value: str) -> bool:
@@ -276,6 +321,11 @@ def _canonical_host(host: str) -> str:
         return host
 
 
+def host_port(host: str, port: int) -> str:
+    """``host:port``, with brackets around an IPv6 address: an entry on one port."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 def host_allowed(host: str, port: int, allowed_hosts: Iterable[str] | None) -> bool:
     """Whether ``host`` (canonical, lower case) on ``port`` is in ``allowed_hosts``."""
     if allowed_hosts is None:
@@ -304,6 +354,43 @@ def parse_url(url: str) -> tuple[str, str, int]:
     return scheme, _canonical_host(host), port or DEFAULT_PORTS[scheme]
 
 
+def url_problem(url: str) -> str | None:
+    """Why ``url`` is not an http(s) URL with a valid host and port, or ``None``.
+
+    Any syntactically valid host name passes, one label (``http://sandbox:8090``, a compose
+    service) as well as several; IDN names are judged in their IDNA form. Where the name
+    points is not judged here: ``check_url`` resolves it and checks every address.
+    """
+    if any(character.isspace() or not character.isprintable() for character in url):
+        return "a URL has no spaces or control characters"
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return "its host or port is malformed"
+    if parts.scheme.lower() not in ALLOWED_SCHEMES:
+        return "only http and https URLs may be called"
+    host = (parts.hostname or "").rstrip(".")
+    if not host:
+        return "it has no host"
+    if port == 0:
+        return "port 0 cannot be called"
+    try:
+        ipaddress.ip_address(host)
+        return None
+    except ValueError:
+        pass
+    if "[" in parts.netloc:
+        return f"[{host}] is not an IPv6 address"
+    try:
+        ascii_host = host.encode("idna").decode("ascii")
+    except UnicodeError:
+        return f"{host!r} is not a valid host name"
+    if not _is_host_name(ascii_host) or ascii_host.startswith("."):
+        return f"{host!r} is not a valid host name"
+    return None
+
+
 def check_url(
     url: str,
     *,
@@ -330,7 +417,7 @@ def check_url(
     allowance = private_allowed or PrivateAllowance()
     for address in addresses:
         refusal = address_refusal(address)
-        if refusal is not None and not allowance.allows(host, address):
+        if refusal is not None and not allowance.allows(host, address, port=port):
             kind = refusal.replace("_", "-")
             article = "an" if kind[0] in "aeiou" else "a"
             raise OutboundRefused(

@@ -52,6 +52,7 @@ from triage.models import (
     ToolPolicy,
 )
 from triage.selectors import awaiting_reconciliation
+from triage.timezones import abbreviation
 
 COMPLETED_RESULTS = tuple(sorted(SUCCESS_RESULTS))
 LIST_LIMIT = 50
@@ -460,7 +461,8 @@ def _not_started_rows(limit: int) -> tuple[list[ContradictionRow], int]:
             status = f" → {call.status}" if call.status else " (no status)"
             matched = "run id" if call.tool_run_id else "idempotency key"
             at = timezone.localtime(call.occurred_at)
-            seen = f"audit saw {target}{status} at {at:%Y-%m-%d %H:%M:%S} (matched by {matched})"
+            when = f"{at:%Y-%m-%d %H:%M:%S} {abbreviation(at)}"
+            seen = f"audit saw {target}{status} at {when} (matched by {matched})"
         said = " ".join(part for part in (receipt.result, receipt.code) if part)
         rows.append(_row(receipt, claim=f"not_started ({said})", evidence=seen))
     return rows, total

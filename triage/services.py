@@ -409,3 +409,11 @@ def runbook_set(
         runbook.updated_at, runbook.updated_by = timezone.now(), actor
         runbook.save(update_fields=["url", "note", "updated_at", "updated_by"])
     return runbook
+
+
+def person_time_zone_set(*, user: Any, time_zone: str) -> PersonPreference:
+    """The person's zone for every page ("" follows their browser); their language stays."""
+    preference, _ = PersonPreference.objects.update_or_create(
+        user=user, defaults={"time_zone": time_zone}
+    )
+    return preference

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from triage import api, views, views_ingestion, views_receipts
+from triage import api, views, views_ingestion, views_preferences, views_receipts
 from triage.intake import native
 
 app_name = "triage"
@@ -32,4 +32,5 @@ urlpatterns = [
     path("triage/bulk/<int:bulk_id>/undo", views.bulk_undo_view, name="bulk-undo"),
     *views_receipts.urlpatterns,
     *views_ingestion.urlpatterns,
+    *views_preferences.urlpatterns,
 ]

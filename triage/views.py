@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from datetime import datetime, timedelta
+from typing import Any
 from urllib.parse import urlencode
 
 from django.contrib import messages
@@ -40,6 +43,7 @@ from triage.services import (
     groups_bulk_act,
     runbook_set,
 )
+from triage.timezones import local_moment, local_span
 
 BULK_ACTIONS = ("acknowledge", "resolve", "mute", "reopen", "assign")
 
@@ -61,7 +65,7 @@ def triage_page(request: HttpRequest) -> HttpResponse:
     window = form.window_range(now=now)
     filters = form.filters()
     overview = selectors.triage_overview(
-        start=window.start, end=window.end, filters=filters, sort=form.sort_order()
+        start=window.start, end=window.end, filters=filters, sort=form.sort_order(), now=now
     )
     # The shareable URL of this view: only the filters that are set (and valid).
     shown = [(key, value) for key, value in form.query_items() if key in request.GET]
@@ -81,11 +85,18 @@ def triage_page(request: HttpRequest) -> HttpResponse:
         "bulk_actions": [(action, _action_label(action)) for action in BULK_ACTIONS],
         "can_act": request.user.has_perm(roles.ACT_ON_GROUP),
         "last_bulk": _last_bulk(request),
+        "as_of": now,
+        "refresh_seconds": form.refresh_seconds(),
+        "form_state": json.dumps(form.shown_values()),
+        "spark_caption": _spark_caption(overview),
+        "spark_span": local_span(overview.spark_start, min(window.end, _spark_end(overview))),
     }
     # A refused filter is a form error shown on the page, with a 400 (htmx swaps it in).
     status = 400 if form.errors else 200
     if is_partial(request):
         response = render(request, "triage/triage.html#results", context, status=status)
+        if request.htmx.trigger == AUTO_REFRESH:  # type: ignore[attr-defined]
+            return response  # the same view again: no new history entry
         return push_url(response, f"{request.path}?{query}" if query else request.path)
     return render(request, "triage/triage.html", context, status=status)
 
@@ -97,6 +108,35 @@ def _bulk_form(request: HttpRequest) -> BulkActionForm:
     """The bulk bar's form: bound to what was typed when the last try was refused."""
     draft = draft_take(request, key=BULK_DRAFT) if request.user.is_authenticated else None
     return BulkActionForm(draft, user=request.user) if draft else BulkActionForm()
+
+
+# The id of the triage page's "refresh now" link, which also refreshes on a timer.
+AUTO_REFRESH = "auto-refresh"
+
+
+def _spark_end(overview: selectors.TriageOverview) -> datetime:
+    return overview.spark_start + timedelta(hours=overview.spark_hours)
+
+
+def _spark_caption(overview: selectors.TriageOverview) -> str:
+    """What the sparkline spans, which is not always the window (a 1h window's line shows
+    the day, so that the hour reads against it)."""
+    if overview.spark_daily:
+        days = overview.spark_hours // 24
+        if overview.spark_unit == "day":
+            return ngettext("%(days)s UTC day, per day", "%(days)s UTC days, per day", days) % {
+                "days": days
+            }
+        return _("%(days)s UTC days in %(bins)s bars") % {
+            "days": days,
+            "bins": overview.spark_bins,
+        }
+    if overview.spark_unit == "hour":
+        return _("%(hours)s hours, per hour") % {"hours": overview.spark_hours}
+    return _("%(hours)s hours in %(bins)s bars") % {
+        "hours": overview.spark_hours,
+        "bins": overview.spark_bins,
+    }
 
 
 def _last_bulk(request: HttpRequest) -> BulkAction | None:
@@ -241,8 +281,7 @@ def group_act_view(request: HttpRequest, group_id: int) -> HttpResponse:
             messages.error(request, str(exc))
             draft_keep(request, key=_group_draft_key(group), form=form, extra={"form": "act"})
         else:
-            label = capfirst(_action_label(data["action"]))
-            messages.success(request, gettext("%(action)s: done.") % {"action": label})
+            messages.success(request, _done_message(data))
     else:
         messages.error(
             request, _("Nothing was changed. %(errors)s") % {"errors": errors_in_words(form)}
@@ -336,7 +375,7 @@ def bulk_act_view(request: HttpRequest) -> HttpResponse:
     window = filter_form.window_range(now=now)
     groups = list(
         selectors.triage_groups_in_window(
-            start=window.start, end=window.end, filters=filter_form.filters()
+            start=window.start, end=window.end, filters=filter_form.filters(), now=now
         )
     )
     data = form.cleaned_data
@@ -412,6 +451,13 @@ def _triage_view(raw: str) -> str | None:
         return triage_back_query(raw)
     except ValidationError:
         return None
+
+
+def _done_message(data: dict[str, Any]) -> str:
+    if data["action"] == GroupAction.MUTE and data["muted_until"] is not None:
+        return _("Muted until %(moment)s.") % {"moment": local_moment(data["muted_until"])}
+    label = capfirst(_action_label(data["action"]))
+    return gettext("%(action)s: done.") % {"action": label}
 
 
 def _query_dict(query: str) -> QueryDict:

@@ -16,10 +16,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from qualitylab.engine import AuthProfile, CaseSpec, ExecutionContext, parse_spec
 from qualitylab.sandbox import DEMO_TOKEN
+from triage import outbound
 
 DEMO_DIR = Path(__file__).resolve().parent
 SPEC_PATH = DEMO_DIR / "shop_openapi.yaml"
@@ -44,7 +44,7 @@ def load_cases() -> list[CaseSpec]:
 
 def demo_execution_context(base_url: str, *, timeout_sec: float = 10.0) -> ExecutionContext:
     """Settings for running the demo cases against a sandbox at ``base_url``."""
-    host = urlsplit(base_url).hostname or "127.0.0.1"
+    _scheme, host, port = outbound.parse_url(base_url)
     return ExecutionContext(
         base_url=base_url,
         allowed_hosts=(host,),
@@ -53,6 +53,7 @@ def demo_execution_context(base_url: str, *, timeout_sec: float = 10.0) -> Execu
         auth_profile=AuthProfile(header_names=("Authorization",)),
         timeout_sec=timeout_sec,
         allow_mutations=True,
-        # The sandbox listens on loopback, which execute cases may call only when allowed.
-        private_allowed=(host,),
+        # The sandbox listens on loopback, which execute cases may call only when allowed:
+        # its port, not the machine's other loopback services.
+        private_allowed=(outbound.host_port(host, port),),
     )

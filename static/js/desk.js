@@ -142,3 +142,116 @@ document.addEventListener("click", (event) => {
 document.addEventListener("DOMContentLoaded", () => {
   if (window.location.hash === "#search") search();
 });
+
+// --- the person's time zone ------------------------------------------------------------------
+// The server shows times in the zone the person chose, or else in the browser's, which it
+// learns from this cookie. When the cookie was missing or stale (first visit, travel), the
+// page is shown again in the right zone at once: once, and only a page a GET showed.
+(() => {
+  let zone = "";
+  try {
+    zone = Intl.DateTimeFormat().resolvedOptions().timeZone || "";
+  } catch (error) {
+    return;
+  }
+  // IANA names ("Asia/Seoul", "America/Argentina/Buenos_Aires", "Etc/GMT+9") need no escaping.
+  if (!/^[A-Za-z0-9_+\-/]{1,64}$/.test(zone)) return;
+  const sent = document.cookie.split("; ").find((item) => item.startsWith("desk_tz="));
+  if (sent && sent.slice("desk_tz=".length) === zone) return;
+  const secure = window.location.protocol === "https:" ? "; Secure" : "";
+  document.cookie = `desk_tz=${zone}; path=/; max-age=31536000; SameSite=Lax${secure}`;
+  const root = document.documentElement;
+  if (
+    root.hasAttribute("data-time-zone-reload") &&
+    root.dataset.timeZoneSource !== "chosen" &&
+    root.dataset.timeZone !== zone
+  ) {
+    window.location.reload();
+  }
+})();
+
+// --- auto-refresh of the triage table --------------------------------------------------------
+// The "refresh now" link (#auto-refresh) also fires on a timer (hx-trigger "every 10s"). A
+// timed refresh waits while the person is busy with the page: typing or choosing in a form,
+// selecting text in the table, or having started to fill the bulk bar; and while the tab
+// is hidden. A click on the link always refreshes.
+function formIsChanged(form) {
+  for (const element of form.elements) {
+    if (element instanceof HTMLSelectElement) {
+      const chosen = Array.from(element.options).findIndex((option) => option.defaultSelected);
+      if (element.selectedIndex !== Math.max(chosen, 0)) return true;
+    } else if (element instanceof HTMLInputElement) {
+      if (element.type === "hidden" || element.type === "submit") continue;
+      if (element.type === "checkbox" || element.type === "radio") {
+        if (element.checked !== element.defaultChecked) return true;
+      } else if (element.value !== element.defaultValue) return true;
+    } else if (element instanceof HTMLTextAreaElement) {
+      if (element.value !== element.defaultValue) return true;
+    }
+  }
+  return false;
+}
+
+const TYPED = "textarea, input:not([type=hidden]):not([type=submit]):not([type=checkbox]):not([type=radio])";
+
+function personIsBusy(results) {
+  const active = document.activeElement;
+  const bulk = results.querySelector("form.bulkbar");
+  // Typing anywhere (a search not yet sent), or anything in the bulk bar the refresh would reset.
+  if (active && active.matches(TYPED)) return true;
+  if (active && bulk && bulk.contains(active)) return true;
+  const selection = document.getSelection();
+  if (selection && !selection.isCollapsed && results.contains(selection.anchorNode)) return true;
+  return Boolean(bulk && formIsChanged(bulk));
+}
+
+document.addEventListener("htmx:confirm", (event) => {
+  const link = event.target;
+  if (!(link instanceof HTMLElement) || link.id !== "auto-refresh") return;
+  if (event.detail.triggeringEvent) return; // a click, not the timer
+  const results = document.getElementById("results");
+  const state = document.getElementById("refresh-state");
+  if (document.hidden || (results && personIsBusy(results))) {
+    event.preventDefault();
+    if (state && state.dataset.paused && !document.hidden) {
+      state.textContent = state.dataset.paused;
+      state.classList.add("paused");
+    }
+  }
+});
+
+// --- history that matches the page -----------------------------------------------------------
+// One entry per change: a filter request for the view already shown (a search field fires
+// "search", "change" and "submit" for one Enter) replaces the entry instead of adding one.
+document.addEventListener("htmx:beforeHistoryUpdate", (event) => {
+  const update = event.detail.history;
+  if (!update || update.type !== "push") return;
+  const next = new URL(update.path, window.location.href);
+  if (next.pathname + next.search === window.location.pathname + window.location.search) {
+    update.type = "replace";
+  }
+});
+
+// Back (or Forward) restores a page htmx kept: its results are those of that view, but its
+// filter inputs are whatever they held when htmx kept it. The results say what their inputs
+// were (data-form-state): put them back, so inputs, results and the bulk bar agree.
+document.addEventListener("htmx:historyRestore", () => {
+  const results = document.getElementById("results");
+  const form = document.getElementById("filters");
+  if (!results || !(form instanceof HTMLFormElement) || !results.dataset.formState) return;
+  const shown = JSON.parse(results.dataset.formState);
+  for (const [name, value] of Object.entries(shown)) {
+    const element = form.elements.namedItem(name);
+    if (element && "value" in element) element.value = value;
+  }
+});
+
+// Choosing how long to mute in the bulk bar means muting: its action follows, so a preset
+// picked with "acknowledge" still selected cannot acknowledge instead.
+document.addEventListener("change", (event) => {
+  const field = event.target;
+  if (!(field instanceof HTMLElement) || !field.matches("[name=mute_for], [name=muted_until]")) return;
+  const form = field.closest("form");
+  const action = form ? form.elements.namedItem("action") : null;
+  if (action instanceof HTMLSelectElement && "value" in field && field.value) action.value = "mute";
+});

@@ -87,6 +87,35 @@ def test_loopback_is_allowed_only_when_the_setting_names_it(receiver: WebhookRec
     assert "/hook" not in channel.masked_target
 
 
+def test_a_host_port_allowance_lets_webhooks_reach_that_port_only(
+    receiver: WebhookReceiver, make_rule: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with override_settings(ALERTS_ALLOWED_HOSTS=["127.0.0.1"]):  # every port, for now
+        channel, _ = services.channel_create(
+            name="hook", kind=ChannelKind.SLACK, target=receiver.url("/hook")
+        )
+    rule = make_rule(RuleKind.NEW_GROUP, [channel])
+    monkeypatch.setattr(services, "publish", lambda task, **kwargs: None)
+    with override_settings(ALERTS_ALLOWED_HOSTS=[f"127.0.0.1:{receiver.port}"]):
+        with pytest.raises(services.ChannelError) as refused:
+            services.channel_create(
+                name="redis", kind=ChannelKind.WEBHOOK, target="http://127.0.0.1:6379/"
+            )
+        assert refused.value.code == "address_not_allowed"
+        [sent_id] = services.rule_fire(rule=rule, matches=[_match("group:1")], now=timezone.now())
+        assert services.delivery_attempt(delivery_id=sent_id).status == DeliveryStatus.SENT
+    assert len(receiver.wait_for(1)) == 1
+    # The allowance names another port now: checked again at delivery, nothing is sent.
+    with override_settings(ALERTS_ALLOWED_HOSTS=[f"127.0.0.1:{receiver.port + 1}"]):
+        [refused_id] = services.rule_fire(
+            rule=rule, matches=[_match("group:2")], now=timezone.now()
+        )
+        outcome = services.delivery_attempt(delivery_id=refused_id)
+    assert outcome.status == DeliveryStatus.FAILED
+    assert Delivery.objects.get(pk=refused_id).answer_code == "address_not_allowed"
+    assert len(receiver.wait_for(2, timeout=0.3)) == 1
+
+
 @pytest.mark.parametrize(
     ("later", "allowed"),
     [

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Callable
 from typing import Any
 
 import pytest
+from django.test import override_settings
 
-from alerts import services
+from alerts import channels, services
 from alerts.models import Channel, ChannelKind, Delivery, Rule
 from alerts.sinks import WebhookReceiver
 
@@ -83,6 +85,32 @@ def test_admins_create_a_webhook_and_see_its_secret_once(
     assert refused.status_code == 400
     assert "link-local" in refused.content.decode()
     assert Channel.objects.count() == 1
+
+
+def test_a_single_label_webhook_host_is_judged_by_its_address(
+    client_as: Callable[..., Any], receiver: WebhookReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``http://receiver:PORT`` (a compose service): refused while its loopback address is
+    not allowed on that port, created and delivered to once it is."""
+    monkeypatch.setattr(
+        channels, "resolver", lambda host, port: [ipaddress.ip_address("127.0.0.1")]
+    )
+    client = client_as("admin")
+    target = f"http://receiver:{receiver.port}/hook"
+    form = {"name": "ops", "kind": "slack", "target": target}
+    for allowed in ([], [f"receiver:{receiver.port + 1}"], [f"127.0.0.1:{receiver.port + 1}"]):
+        with override_settings(ALERTS_ALLOWED_HOSTS=allowed):
+            refused = client.post("/alerts/channels/new", form)
+        assert refused.status_code == 400, allowed
+        assert "a loopback address" in refused.content.decode()
+    assert not Channel.objects.exists()
+    with override_settings(ALERTS_ALLOWED_HOSTS=[f"receiver:{receiver.port}"]):
+        assert client.post("/alerts/channels/new", form).status_code == 200
+        channel = Channel.objects.get()
+        sent = client.post(f"/alerts/channels/{channel.pk}/test", follow=True)
+    assert "answer 200" in sent.content.decode()
+    [request] = receiver.wait_for(1)
+    assert request.path == "/hook"
 
 
 def test_send_a_test_shows_the_answer(

@@ -56,21 +56,51 @@ def screenshot(page: Any) -> Callable[[str], None]:
     return take
 
 
-@pytest.fixture
-def sign_in(page: Any, live_server: Any) -> Callable[[str], Any]:
+def sign_in_tab(tab: Any, live_server: Any, *roles: str, username: str) -> Any:
+    """Create a user holding `roles` and sign in as them in `tab`; returns the user."""
     from django.contrib.auth import get_user_model
 
     from triage.roles import ensure_role_group
 
-    def login(role: str) -> Any:
-        user = get_user_model().objects.create_user(username=f"{role}-browser", password=PASSWORD)
+    user = get_user_model().objects.create_user(username=username, password=PASSWORD)
+    for role in roles:
         # Transactional tests flush the tables, the migration's role groups with them.
         user.groups.add(ensure_role_group(role))
-        page.goto(f"{live_server.url}/accounts/login/")
-        page.fill("input[name=username]", user.username)
-        page.fill("input[name=password]", PASSWORD)
-        page.click("button[type=submit]")
-        page.wait_for_url(f"{live_server.url}/")
-        return user
+    tab.goto(f"{live_server.url}/accounts/login/")
+    tab.fill("input[name=username]", user.username)
+    tab.fill("input[name=password]", PASSWORD)
+    tab.click("button[type=submit]")
+    tab.wait_for_url(f"{live_server.url}/")
+    return user
+
+
+@pytest.fixture
+def sign_in(page: Any, live_server: Any) -> Callable[[str], Any]:
+    def login(role: str) -> Any:
+        return sign_in_tab(page, live_server, role, username=f"{role}-browser")
 
     return login
+
+
+@pytest.fixture
+def open_tab(browser: Any) -> Iterator[Callable[..., Any]]:
+    """Open tabs in new browser contexts (a width, a time zone, a colour scheme), each
+    closed after the test. The browser's zone is checked: a test in Seoul runs in Seoul."""
+    contexts: list[Any] = []
+
+    def open_one(*, width: int, timezone_id: str = "Asia/Seoul", scheme: str = "light") -> Any:
+        context = browser.new_context(
+            viewport={"width": width, "height": 900}, timezone_id=timezone_id,
+            color_scheme=scheme,
+        )  # fmt: skip
+        contexts.append(context)
+        tab = context.new_page()
+        tab.set_default_timeout(10_000)
+        tab.width = width
+        zone = tab.evaluate("Intl.DateTimeFormat().resolvedOptions().timeZone")
+        assert zone == timezone_id, zone
+        return tab
+
+    yield open_one
+    for context in contexts:
+        context.close()

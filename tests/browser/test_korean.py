@@ -51,8 +51,9 @@ HANGUL = re.compile(r"[\uac00-\ud7a3]")
 WORD = re.compile(r"(?<![\w-])[A-Za-z][A-Za-z0-9_.@:/'\u2019+-]*")
 
 # The visible text of the page: text nodes and the attributes a person reads (titles,
-# placeholders, labels, confirmations), outside code, data marked translate="no" and
-# anything in another language on purpose (the switch's "English").
+# placeholders, labels, confirmations), outside code, data marked translate="no", choices
+# shown as their own value, and anything in another language on purpose (the switch's
+# "English").
 VISIBLE_TEXT = """() => {
   const skip = (el) => el.closest(
     'code, kbd, pre, script, style, .code, .evidence, [translate="no"], [lang]:not([lang="ko"])');
@@ -60,7 +61,10 @@ VISIBLE_TEXT = """() => {
   const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
   while (walker.nextNode()) {
     const element = walker.currentNode.parentElement;
-    if (element && !skip(element)) parts.push(walker.currentNode.textContent);
+    // A choice shown as its own value is a code or an identifier (a lane, a time zone).
+    const ownValue = element && element.tagName === 'OPTION'
+      && element.value === element.textContent.trim();
+    if (element && !skip(element) && !ownValue) parts.push(walker.currentNode.textContent);
   }
   for (const element of document.querySelectorAll(
       '[title], [placeholder], [aria-label], [data-confirm]')) {
@@ -148,6 +152,7 @@ def _pages(ids: dict[str, Any]) -> dict[str, str]:
         "result": f"/qualitylab/results/{CaseResult.objects.get(pk=ids['result']).pk}/",
         "learning": "/learning/",
         "suggestion": f"/learning/suggestions/{Suggestion.objects.get(pk=ids['suggestion']).pk}/",
+        "preferences": "/preferences/",
         "alerts": "/alerts/",
         "alert-rule-edit": f"/alerts/rules/{ids['alert_rule']}/edit",
         "alert-channel-edit": f"/alerts/channels/{ids['alert_channel']}/edit",

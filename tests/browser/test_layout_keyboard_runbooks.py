@@ -7,7 +7,7 @@ look at."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 from unittest import mock
@@ -20,12 +20,11 @@ from learning import services as learning_services
 from learning.models import Suggestion
 from qualitylab import services as lab
 from qualitylab.models import CaseResult
-from tests.browser.conftest import ARTIFACTS, PASSWORD
+from tests.browser.conftest import ARTIFACTS, sign_in_tab
 from tests.factories import demo_collection, failure_item, receipt_item
 from tests.learning.conftest import attempt_item
 from triage.intake.ingest import batch_ingest
 from triage.models import FailureGroup, GroupStatus, Receipt, ToolPolicy
-from triage.roles import ensure_role_group
 
 pytestmark = [
     pytest.mark.browser,
@@ -85,35 +84,15 @@ def _world() -> dict[str, int]:
 
 
 @pytest.fixture
-def desk(browser: Any, live_server: Any) -> Iterator[Callable[..., Any]]:
+def desk(open_tab: Callable[..., Any], live_server: Any) -> Callable[..., Any]:
     """A signed-in tab in Seoul's time zone at the given width and colour scheme."""
-    from django.contrib.auth import get_user_model
 
-    contexts = []
-
-    def open_tab(*, width: int, role: str = "admin", scheme: str = "light") -> Any:
-        context = browser.new_context(
-            viewport={"width": width, "height": 900},
-            timezone_id="Asia/Seoul",
-            color_scheme=scheme,
-        )
-        contexts.append(context)
-        tab = context.new_page()
-        tab.set_default_timeout(10_000)
-        name = f"{role}-{width}-{scheme}"
-        user = get_user_model().objects.create_user(username=name, password=PASSWORD)
-        user.groups.add(ensure_role_group(role))
-        tab.goto(f"{live_server.url}/accounts/login/")
-        tab.fill("input[name=username]", name)
-        tab.fill("input[name=password]", PASSWORD)
-        tab.click("button[type=submit]")
-        tab.wait_for_url(f"{live_server.url}/")
-        assert tab.evaluate("Intl.DateTimeFormat().resolvedOptions().timeZone") == "Asia/Seoul"
+    def signed_in(*, width: int, role: str = "admin", scheme: str = "light") -> Any:
+        tab = open_tab(width=width, scheme=scheme)
+        sign_in_tab(tab, live_server, role, username=f"{role}-{width}-{scheme}")
         return tab
 
-    yield open_tab
-    for context in contexts:
-        context.close()
+    return signed_in
 
 
 # Every button a person can see lies within the screen's width, the page scrolled only up
@@ -343,7 +322,14 @@ def test_an_uncertain_receipt_is_recorded_on_a_phone(desk: Any, live_server: Any
     form = tab.locator("form.reconcile").first
     form.get_by_label(re.compile("not applied", re.I)).check()
     form.locator("textarea[name=note]").fill("Checked the billing log: nothing was sent.")
-    tab.once("dialog", lambda dialog: dialog.accept())
     form.get_by_role("button", name=re.compile("Record", re.I)).click()
-    expect(tab.locator(".msg-success, .msg").first).to_be_visible()
+    # Nothing is recorded until the operator confirms what the finding will mean; the
+    # confirmation's button is on the phone's screen too.
+    yes = tab.locator("form.confirm-finding button", has_text="Yes, record not_applied")
+    expect(yes).to_be_visible()
+    assert not receipt.reconciliations.exists()
+    box = yes.bounding_box()
+    assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 390
+    yes.click()
+    expect(tab.locator("#queue .msg-success")).to_be_visible()
     assert receipt.reconciliations.exists()

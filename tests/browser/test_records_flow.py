@@ -4,18 +4,16 @@ them in Seoul, on a desktop and on a phone."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-from django.contrib.auth import get_user_model
 from playwright.sync_api import expect
 
-from tests.browser.conftest import ARTIFACTS, PASSWORD
+from tests.browser.conftest import ARTIFACTS, sign_in_tab
 from tests.factories import failure_item, receipt_item
 from triage.intake.ingest import DESK_CHANNEL, DESK_OWNER, batch_ingest
 from triage.models import FailureGroup
-from triage.roles import ensure_role_group
 
 pytestmark = [
     pytest.mark.browser,
@@ -29,29 +27,11 @@ def width(request: Any) -> int:
 
 
 @pytest.fixture
-def seoul(browser: Any, live_server: Any, width: int) -> Iterator[Any]:
+def seoul(open_tab: Callable[..., Any], live_server: Any, width: int) -> Any:
     """A signed-in tab in Seoul; the user holds the roles a test names."""
-    context = browser.new_context(
-        viewport={"width": width, "height": 900}, timezone_id="Asia/Seoul"
-    )
-    tab = context.new_page()
-    tab.set_default_timeout(10_000)
-
-    def sign_in(*roles: str) -> Any:
-        user = get_user_model().objects.create_user(username="on-call", password=PASSWORD)
-        for role in roles:
-            user.groups.add(ensure_role_group(role))
-        tab.goto(f"{live_server.url}/accounts/login/")
-        tab.fill("input[name=username]", user.username)
-        tab.fill("input[name=password]", PASSWORD)
-        tab.click("button[type=submit]")
-        tab.wait_for_url(f"{live_server.url}/")
-        assert tab.evaluate("Intl.DateTimeFormat().resolvedOptions().timeZone") == "Asia/Seoul"
-        return user
-
-    tab.sign_in = sign_in
-    yield tab
-    context.close()
+    tab = open_tab(width=width)
+    tab.sign_in = lambda *roles: sign_in_tab(tab, live_server, *roles, username="on-call")
+    return tab
 
 
 WIDER_THAN = """width => [...document.querySelectorAll("body *")]

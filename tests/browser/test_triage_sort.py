@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -11,10 +11,9 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from tests.browser.conftest import PASSWORD
+from tests.browser.conftest import sign_in_tab
 from tests.factories import failure_item
 from triage.intake.ingest import DESK_CHANNEL, DESK_OWNER, batch_ingest
-from triage.roles import ensure_role_group
 
 pytestmark = [
     pytest.mark.browser,
@@ -58,23 +57,10 @@ def _traffic() -> None:
 
 
 @pytest.fixture(params=[1280, 390], ids=["desktop", "phone"])
-def seoul_page(request: Any, browser: Any, live_server: Any) -> Iterator[Any]:
-    from django.contrib.auth import get_user_model
-
-    context = browser.new_context(
-        viewport={"width": request.param, "height": 900}, timezone_id="Asia/Seoul"
-    )
-    tab = context.new_page()
-    tab.set_default_timeout(10_000)
-    user = get_user_model().objects.create_user(username="operator-seoul", password=PASSWORD)
-    user.groups.add(ensure_role_group("operator"))
-    tab.goto(f"{live_server.url}/accounts/login/")
-    tab.fill("input[name=username]", user.username)
-    tab.fill("input[name=password]", PASSWORD)
-    tab.click("button[type=submit]")
-    tab.wait_for_url(f"{live_server.url}/")
-    yield tab
-    context.close()
+def seoul_page(request: Any, open_tab: Callable[..., Any], live_server: Any) -> Any:
+    tab = open_tab(width=request.param)
+    sign_in_tab(tab, live_server, "operator", username="operator-seoul")
+    return tab
 
 
 def test_default_view_is_production_by_count_and_the_sort_lives_in_the_url(

@@ -108,3 +108,36 @@ def test_unsafe_outbound_settings_stop_start_up(env: dict[str, str], named: str)
     result = _manage("check", env={"DJANGO_DEBUG": "1", **env})
     assert result.returncode != 0
     assert named in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("env", "named"),
+    [
+        (
+            {"QUALITYLAB_ALLOWED_PRIVATE_HOSTS": "127.0.0.1:8090,127.0.0.1:0"},
+            "QUALITYLAB_ALLOWED_PRIVATE_HOSTS: '127.0.0.1:0': the port must be between 1 and",
+        ),
+        (
+            {"ALERTS_ALLOWED_HOSTS": "[::1]:8091,[::1]:hook"},
+            "ALERTS_ALLOWED_HOSTS: '[::1]:hook' is not a host name",
+        ),
+    ],
+)
+def test_a_bad_host_port_entry_stops_start_up_naming_the_variable(
+    env: dict[str, str], named: str
+) -> None:
+    result = _manage("check", env={"DJANGO_DEBUG": "1", **env})
+    assert result.returncode != 0
+    assert named in result.stderr
+
+
+def test_host_port_entries_start() -> None:
+    result = _manage(
+        "check",
+        env={
+            "DJANGO_DEBUG": "1",
+            "QUALITYLAB_ALLOWED_PRIVATE_HOSTS": "127.0.0.1:8090,[::1]:8090,sandbox:8090",
+            "ALERTS_ALLOWED_HOSTS": "127.0.0.1:8091,receiver:8091,10.20.0.0/16",
+        },
+    )
+    assert result.returncode == 0, result.stderr

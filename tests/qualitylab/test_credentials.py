@@ -4,6 +4,7 @@ CLI and the run; and base URLs checked against the address rules at the form and
 from __future__ import annotations
 
 import io
+import ipaddress
 import json
 from collections.abc import Callable
 from typing import Any
@@ -17,6 +18,7 @@ from qualitylab import demo, engine, services
 from qualitylab.credentials import CredentialRules
 from qualitylab.models import Collection
 from qualitylab.sandbox import SandboxServer
+from triage import outbound
 
 DESK_VARIABLES = ["DJANGO_SECRET_KEY", "DATABASE_URL", "REDIS_URL", "TRIAGE_HASH_KEY"]
 RULES = CredentialRules.parse(prefix="QUALITYLAB_SECRET_", declared=["billing:BILLING_API_KEY"])
@@ -168,6 +170,96 @@ def test_the_cli_refuses_what_the_form_refuses(
         )
     assert options[1] in str(refused.value) or "link-local" in str(refused.value)
     assert not Collection.objects.exists()
+
+
+def _compose_dns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``sandbox`` resolves as a compose service name does: to a private address."""
+    system_resolver = outbound.system_resolver
+
+    def resolve(host: str, port: int) -> list[Any]:
+        if host == "sandbox":
+            return [ipaddress.ip_address("172.18.0.5")]
+        return system_resolver(host, port)
+
+    monkeypatch.setattr(outbound, "system_resolver", resolve)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("allowed", "saved"),
+    [
+        ([], False),
+        (["sandbox:9999"], False),  # another port of it
+        (["127.0.0.1:8090"], False),  # another address
+        (["sandbox:8090"], True),
+        (["172.18.0.0/16:8090"], True),
+        (["sandbox"], True),  # every port: the broad form
+    ],
+)
+def test_the_settings_form_judges_a_single_label_host_by_its_address(
+    client_as: Callable[..., Client],
+    settings: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    allowed: list[str],
+    saved: bool,
+) -> None:
+    _compose_dns(monkeypatch)
+    settings.QUALITYLAB_ALLOWED_PRIVATE_HOSTS = allowed
+    _collection("shop")
+    response = client_as("operator").post(
+        "/qualitylab/shop/settings",
+        {"base_url": "http://sandbox:8090", "allowed_hosts": "sandbox:8090"},
+    )
+    collection = Collection.objects.get(name="shop")
+    if saved:
+        assert response.status_code == 302
+        assert (collection.base_url, collection.allowed_hosts) == (
+            "http://sandbox:8090",
+            ["sandbox:8090"],
+        )
+        return
+    assert response.status_code == 400
+    error = response.context["form"].errors["base_url"][0]
+    assert "resolves to 172.18.0.5, a private address" in error
+    assert "QUALITYLAB_ALLOWED_PRIVATE_HOSTS" in error
+    assert collection.base_url == ""
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("base_url", "said"),
+    [
+        ("http://-sandbox:8090", "not a valid host name"),
+        ("http://sand box:8090", "no spaces"),
+        ("ftp://sandbox/", "only http and https"),
+    ],
+)
+def test_the_settings_form_refuses_a_malformed_base_url(
+    client_as: Callable[..., Client], base_url: str, said: str
+) -> None:
+    _collection("shop")
+    response = client_as("operator").post("/qualitylab/shop/settings", {"base_url": base_url})
+    assert response.status_code == 400
+    assert said in response.context["form"].errors["base_url"][0]
+
+
+@pytest.mark.django_db
+def test_the_cli_judges_a_single_label_host_by_its_address(
+    settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _compose_dns(monkeypatch)
+    settings.QUALITYLAB_ALLOWED_PRIVATE_HOSTS = ["sandbox:9999"]
+    command = ["qualitylab", "import-collection", "shop", str(demo.SPEC_PATH)]
+    with pytest.raises(CommandError, match=r"resolves to 172\.18\.0\.5, a private address"):
+        call_command(*command, "--base-url", "http://sandbox:8090", stdout=io.StringIO())
+    with pytest.raises(CommandError, match="not a valid host name"):
+        call_command(*command, "--base-url", "http://-sandbox:8090", stdout=io.StringIO())
+    assert not Collection.objects.exists()
+    settings.QUALITYLAB_ALLOWED_PRIVATE_HOSTS = ["sandbox:8090"]
+    with mock.patch("qualitylab.tasks.build_collection_version.apply_async"):
+        call_command(*command, "--base-url", "http://sandbox:8090", stdout=io.StringIO())
+    collection = Collection.objects.get()
+    assert (collection.base_url, collection.allowed_hosts) == ("http://sandbox:8090", ["sandbox"])
 
 
 @pytest.mark.django_db

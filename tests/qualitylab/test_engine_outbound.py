@@ -3,6 +3,7 @@ ceiling and the response cap, against real servers on 127.0.0.1."""
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import threading
 import time
@@ -14,6 +15,7 @@ import pytest
 
 from qualitylab import engine
 from qualitylab.engine import CaseSpec
+from triage import outbound
 
 POINTS = {
     "id": "points",
@@ -168,6 +170,62 @@ def test_an_allowed_redirect_is_followed_without_the_credential(
     assert "Authorization" not in moved.requests[0]["headers"]
     assert outcome.execute is not None
     assert outcome.execute["calls"][0]["redirects"][0]["credentials_dropped"] == ["Authorization"]
+
+
+def test_an_allowance_on_one_loopback_port_refuses_the_others_also_via_a_redirect(
+    demo_collection: engine.LoadedCollection, serve: Callable[[Respond], _Server]
+) -> None:
+    database = serve(_answer(200, POINTS_BODY))  # stands for PostgreSQL or Redis
+    api = serve(_answer(200, POINTS_BODY))
+    redirecting = serve(_answer(302, location=f"{database.url}/members/M-100/points"))
+    only_api: dict[str, Any] = {
+        "private_allowed": (f"127.0.0.1:{api.port}", f"127.0.0.1:{redirecting.port}")
+    }
+    reached = _run(demo_collection, api.url, **only_api)
+    assert reached.failure is None and reached.passed, reached.failure
+    refused = _run(demo_collection, database.url, **only_api)
+    assert refused.failure is not None and not refused.passed
+    evidence = refused.failure["evidence"]
+    assert (evidence["blocked_by"], evidence["address_class"]) == ("address", "loopback")
+    assert evidence["request_sent"] is False
+    bounced = _run(demo_collection, redirecting.url, **only_api)
+    assert bounced.failure is not None and not bounced.passed
+    evidence = bounced.failure["evidence"]
+    assert (evidence["blocked_by"], evidence["redirect_refused_because"]) == (
+        "redirect",
+        "address_not_allowed",
+    )
+    assert evidence["redirects"] == [{"status": 302, "from": redirecting.url}]
+    assert database.requests == [] and len(redirecting.requests) == 1
+
+
+def test_a_single_label_host_is_judged_by_the_address_it_resolves_to(
+    demo_collection: engine.LoadedCollection,
+    serve: Callable[[Respond], _Server],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``http://sandbox:PORT``, a compose service name: private, so refused unless allowed;
+    allowed on its port, the case runs (the name resolves to the test server's loopback)."""
+    api = serve(_answer(200, POINTS_BODY))
+    system_resolver = outbound.system_resolver
+
+    def compose_dns(host: str, port: int) -> list[Any]:
+        if host == "sandbox":
+            return [ipaddress.ip_address("127.0.0.1")]
+        return system_resolver(host, port)
+
+    monkeypatch.setattr(outbound, "system_resolver", compose_dns)
+    base_url = f"http://sandbox:{api.port}"
+    hosts: dict[str, Any] = {"allowed_hosts": (f"sandbox:{api.port}",)}
+    refused = _run(demo_collection, base_url, **hosts, private_allowed=())
+    assert refused.failure is not None and refused.failure["evidence"]["blocked_by"] == "address"
+    other_port = _run(demo_collection, base_url, **hosts, private_allowed=("sandbox:1",))
+    assert other_port.failure is not None
+    assert other_port.failure["evidence"]["blocked_by"] == "address"
+    assert api.requests == []
+    allowed = _run(demo_collection, base_url, **hosts, private_allowed=(f"sandbox:{api.port}",))
+    assert allowed.failure is None and allowed.passed, allowed.failure
+    assert api.requests[0]["headers"]["Host"] == f"sandbox:{api.port}"
 
 
 def test_the_execute_timeout_is_a_ceiling_a_case_cannot_raise(

@@ -72,7 +72,7 @@ HOSTILE = (
 PAGES: dict[str, tuple[Callable[[World], str], tuple[str, ...]]] = {
     "triage": (lambda w: "/", ("window", "since", "until", "collection", "source", "tool",
                                "lane", "status", "execution_state", "q", "stage", "reason",
-                               "sort")),
+                               "sort", "refresh")),
     "group": (lambda w: f"/triage/groups/{w.group}/", ("before", "back")),
     "receipts": (lambda w: "/receipts/", ("before",)),
     "ingestion": (lambda w: "/ingestion/", ("before", "batch")),

@@ -449,6 +449,8 @@ SITE: dict[str, Row] = {
     "triage:apikey-create": Row(lambda w: "/ingestion/keys/new", post=page(ADMINS),
                                 body=lambda w: {"name": "mtx-new", "scopes": "ingest"}),
     "triage:apikey-revoke": Row(lambda w: f"/ingestion/keys/{w.key}/revoke", post=page(ADMINS)),
+    "triage:preferences": Row(lambda w: "/preferences/", get=page(READERS), post=page(READERS),
+                              body=lambda w: {"time_zone": "Asia/Seoul"}),
     "triage:policies": Row(lambda w: "/policies/", get=page(READERS)),
     "triage:policy-create": Row(lambda w: "/policies/new", get=page(ADMINS), post=page(ADMINS),
                                 body=lambda w: {**POLICY_POST, "tool": "mtxNewTool"}),

@@ -1,15 +1,28 @@
-"""The demo launcher stops what it started, even when the stop signal comes twice."""
+"""The demo launcher stops what it started, even when the stop signal comes twice, and
+allows execute cases and webhooks exactly the loopback ports of its sandbox and receiver."""
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import re
 import signal
 import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
+from typing import Any
 
-from triage.management.commands.demo import _interrupt, stop_processes
+import pytest
+from django.core.management.base import CommandError
+
+from alerts import demo as alerts_demo
+from triage.management.commands.demo import Command, _interrupt, stop_processes
+from triage.outbound import PrivateAllowance
+
+ROOT = Path(__file__).resolve().parents[2]
+LOOPBACK = ipaddress.ip_address("127.0.0.1")
 
 STUBBORN = (
     "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
@@ -42,3 +55,40 @@ def test_a_second_stop_signal_does_not_leave_a_child_running() -> None:
                 process.kill()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+@pytest.mark.parametrize("port", ["8090", "9000"])
+def test_make_demo_allows_the_sandboxs_port_and_no_other(port: str) -> None:
+    planned = subprocess.run(
+        ["make", "-n", "--no-print-directory", "demo", f"DEMO_SANDBOX_PORT={port}"],
+        cwd=ROOT, capture_output=True, text=True, check=True, timeout=30,
+    ).stdout  # fmt: skip
+    [allowed] = re.findall(r"QUALITYLAB_ALLOWED_PRIVATE_HOSTS=(\S+)", planned)
+    assert f"DEMO_SANDBOX_PORT={port}" in planned
+    assert allowed == f"127.0.0.1:{port}"
+    allowance = PrivateAllowance.parse(allowed.split(","))
+    assert allowance.allows("127.0.0.1", LOOPBACK, port=int(port))
+    for other in (5432, 6379, 8000, 8091):
+        assert not allowance.allows("127.0.0.1", LOOPBACK, port=other)
+
+
+def test_the_demo_asks_for_the_sandboxs_host_and_port(settings: Any) -> None:
+    settings.QUALITYLAB_ALLOWED_PRIVATE_HOSTS = ["127.0.0.1:8090"]
+    Command()._check_sandbox_allowed(8090)
+    with pytest.raises(CommandError) as refused:
+        Command()._check_sandbox_allowed(9000)
+    assert "QUALITYLAB_ALLOWED_PRIVATE_HOSTS=127.0.0.1:9000 python manage.py demo" in str(
+        refused.value
+    )
+
+
+def test_the_demo_alerts_allow_the_receivers_port_only(settings: Any) -> None:
+    settings.ALERTS_ALLOWED_HOSTS = ["hooks.lan"]
+    environment = alerts_demo.environment(
+        webhook_port=8091, smtp_port=8025, base_url="http://127.0.0.1:8000"
+    )
+    assert environment["ALERTS_ALLOWED_HOSTS"] == "127.0.0.1:8091,hooks.lan"
+    assert (environment["EMAIL_HOST"], environment["EMAIL_PORT"]) == ("127.0.0.1", "8025")
+    allowance = PrivateAllowance.parse(environment["ALERTS_ALLOWED_HOSTS"].split(","))
+    assert allowance.allows("127.0.0.1", LOOPBACK, port=8091)
+    assert not allowance.allows("127.0.0.1", LOOPBACK, port=5432)

@@ -21,7 +21,9 @@ LOOPBACK = PrivateAllowance.parse(["127.0.0.1"])
 class _Server:
     """A tiny HTTP server whose answers the test decides; it records what it received."""
 
-    def __init__(self, respond: Callable[[BaseHTTPRequestHandler], None]) -> None:
+    def __init__(
+        self, respond: Callable[[BaseHTTPRequestHandler], None], host: str = "127.0.0.1"
+    ) -> None:
         self.requests: list[dict[str, Any]] = []
         server = self
 
@@ -35,9 +37,12 @@ class _Server:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Server(ThreadingHTTPServer):
+            address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+
+        self.httpd = Server((host, 0), Handler)
         self.port = self.httpd.server_address[1]
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"http://{outbound.host_port(host, self.port)}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()
 
@@ -47,11 +52,13 @@ class _Server:
 
 
 @pytest.fixture
-def serve() -> Iterator[Callable[[Callable[[BaseHTTPRequestHandler], None]], _Server]]:
+def serve() -> Iterator[Callable[..., _Server]]:
     servers: list[_Server] = []
 
-    def start(respond: Callable[[BaseHTTPRequestHandler], None]) -> _Server:
-        servers.append(_Server(respond))
+    def start(
+        respond: Callable[[BaseHTTPRequestHandler], None], host: str = "127.0.0.1"
+    ) -> _Server:
+        servers.append(_Server(respond, host))
         return servers[-1]
 
     yield start
@@ -141,13 +148,106 @@ def test_address_classification(address: str, refusal: str | None) -> None:
 
 def test_a_private_allowance_takes_hosts_addresses_and_networks() -> None:
     allowance = PrivateAllowance.parse(["sandbox.lan", "10.20.0.0/16", "[::1]", "127.0.0.1"])
-    assert allowance.allows("sandbox.lan", ipaddress.ip_address("10.9.9.9"))
-    assert allowance.allows("x", ipaddress.ip_address("10.20.3.4"))
-    assert allowance.allows("x", ipaddress.ip_address("::1"))
-    assert allowance.allows("x", ipaddress.ip_address("::ffff:127.0.0.1"))
-    assert not allowance.allows("x", ipaddress.ip_address("10.21.0.1"))
+    ip = ipaddress.ip_address
+    assert allowance.allows("sandbox.lan", ip("10.9.9.9"), port=80)
+    assert allowance.allows("x", ip("10.20.3.4"), port=443)
+    assert allowance.allows("x", ip("::1"), port=5432)  # a bare entry: every port
+    assert allowance.allows("x", ip("::ffff:127.0.0.1"), port=6379)
+    assert not allowance.allows("x", ip("10.21.0.1"), port=80)
     with pytest.raises(ValueError, match="not a host name"):
         PrivateAllowance.parse(["http://10.0.0.1/"])
+
+
+def test_a_host_port_entry_allows_that_port_only() -> None:
+    allowance = PrivateAllowance.parse(
+        ["127.0.0.1:8090", "[::1]:8090", "sandbox:8090", "10.20.0.0/16:443", "sandbox.lan"]
+    )
+    ip = ipaddress.ip_address
+    assert allowance.allows("127.0.0.1", ip("127.0.0.1"), port=8090)
+    assert allowance.allows("localhost", ip("::ffff:127.0.0.1"), port=8090)
+    assert allowance.allows("x", ip("::1"), port=8090)
+    assert allowance.allows("sandbox", ip("172.18.0.5"), port=8090)
+    assert allowance.allows("x", ip("10.20.3.4"), port=443)
+    assert allowance.allows("sandbox.lan", ip("10.9.9.9"), port=5432)  # bare: every port
+    for port in (5432, 6379, 8091, 80):
+        assert not allowance.allows("127.0.0.1", ip("127.0.0.1"), port=port)
+        assert not allowance.allows("x", ip("::1"), port=port)
+        assert not allowance.allows("sandbox", ip("172.18.0.5"), port=port)
+    assert not allowance.allows("x", ip("10.20.3.4"), port=80)
+    # "::1:8090" is an IPv6 address (an IPv6 entry with a port needs brackets).
+    assert PrivateAllowance.parse(["::1:8090"]).allows("x", ip("::1:8090"), port=80)
+
+
+@pytest.mark.parametrize(
+    ("entry", "said"),
+    [
+        ("127.0.0.1:", "not a host name"),
+        ("127.0.0.1:http", "not a host name"),
+        ("[::1]:", "not a host name"),
+        ("[::1]8090", "not a host name"),
+        ("[sandbox]:8090", "not a host name"),
+        ("sandbox:80:80", "not a host name"),
+        ("http://10.0.0.1:8090/", "not a host name"),
+        ("127.0.0.1:0", "port must be between 1 and 65535"),
+        ("[::1]:65536", "port must be between 1 and 65535"),
+    ],
+)
+def test_a_bad_entry_is_refused_by_name(entry: str, said: str) -> None:
+    with pytest.raises(ValueError, match=said) as refused:
+        PrivateAllowance.parse(["127.0.0.1:8090", entry])
+    assert repr(entry) in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        ("http://sandbox:8090", None),  # one label: a compose service
+        ("http://my_service/", None),
+        ("https://api.example.com./v1?x=1", None),
+        ("http://[::1]:8090/", None),
+        ("http://127.0.0.1:8090", None),
+        ("http://체크아웃.example/", None),
+        ("ftp://sandbox/", "only http and https"),
+        ("http:///path", "no host"),
+        ("http://sandbox:0/", "port 0"),
+        ("http://sandbox:99999/", "malformed"),
+        ("http://[sandbox]/", "malformed"),
+        ("http://-sandbox/", "not a valid host name"),
+        ("http://a..b/", "not a valid host name"),
+        ("http://a b/", "no spaces"),
+        ("http://sandbox/\n", "no spaces"),
+    ],
+)
+def test_url_problem_judges_the_form_not_the_number_of_labels(
+    url: str, problem: str | None
+) -> None:
+    said = outbound.url_problem(url)
+    assert said is None if problem is None else problem in (said or ""), said
+
+
+def test_a_single_label_name_is_judged_by_the_address_it_resolves_to() -> None:
+    def compose_dns(host: str, port: int) -> list[Any]:
+        assert host == "sandbox"
+        return [ipaddress.ip_address("172.18.0.5")]
+
+    with pytest.raises(OutboundRefused) as refused:
+        outbound.check_url("http://sandbox:8090/", allowed_hosts=None, resolve=compose_dns)
+    assert refused.value.evidence["address_class"] == "private"
+    for entry in ("sandbox:8090", "172.18.0.0/16:8090", "sandbox"):
+        target = outbound.check_url(
+            "http://sandbox:8090/",
+            allowed_hosts=None,
+            private_allowed=PrivateAllowance.parse([entry]),
+            resolve=compose_dns,
+        )
+        assert (target.host, target.port) == ("sandbox", 8090)
+    with pytest.raises(OutboundRefused, match=r"172\.18\.0\.5, a private address"):
+        outbound.check_url(
+            "http://sandbox:5432/",
+            allowed_hosts=None,
+            private_allowed=PrivateAllowance.parse(["sandbox:8090"]),
+            resolve=compose_dns,
+        )
 
 
 # --- check_url ------------------------------------------------------------------------------
@@ -291,6 +391,54 @@ def test_an_allowed_redirect_is_followed_without_credentials_across_hosts(serve:
     assert "Authorization" not in carried and "X-Api-Key" not in carried
     assert response.redirects[0]["to"] == server.url
     assert response.redirects[1]["credentials_dropped"] == ["Authorization", "X-Api-Key"]
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "::1"])
+def test_a_host_port_allowance_reaches_that_port_and_no_other_loopback_port(
+    serve: Any, host: str
+) -> None:
+    api = serve(_answer(200, b'{"api": 1}'), host)
+    database = serve(_answer(200, b'{"database": 1}'), host)
+    entry = outbound.host_port(host, api.port)
+    options = {
+        "allowed_hosts": [host],  # every port: only the address allowance tells them apart
+        "private_allowed": PrivateAllowance.parse([entry]),
+    }
+    assert _fetch(f"{api.url}/items", **options).body == b'{"api": 1}'
+    with pytest.raises(OutboundRefused) as refused:
+        _fetch(f"{database.url}/", **options)
+    assert refused.value.code == "address_not_allowed"
+    assert refused.value.evidence["host"] == outbound.host_port(host, database.port)
+    assert database.requests == []
+
+
+def test_a_redirect_to_another_loopback_port_is_refused_by_the_port_allowance(
+    serve: Any,
+) -> None:
+    database = serve(_answer(200, b'{"database": 1}'))
+    other_api = serve(_answer(200, b'{"other": 1}'))
+    routes = {
+        "/to-database": _answer(302, Location=f"{database.url}/dump"),
+        "/to-other-api": _answer(307, Location=f"{other_api.url}/fine"),
+    }
+    api = serve(lambda handler: routes[handler.path](handler))
+    options = {
+        "allowed_hosts": ["127.0.0.1"],
+        "private_allowed": PrivateAllowance.parse(
+            [f"127.0.0.1:{api.port}", f"127.0.0.1:{other_api.port}"]
+        ),
+    }
+    with pytest.raises(OutboundRefused) as refused:
+        _fetch(f"{api.url}/to-database", **options)
+    evidence = refused.value.evidence
+    assert (refused.value.code, evidence["redirect_refused_because"]) == (
+        "redirect_refused",
+        "address_not_allowed",
+    )
+    assert evidence["host"] == f"127.0.0.1:{database.port}"
+    assert database.requests == []
+    # A hop to a port that is allowed too is followed.
+    assert _fetch(f"{api.url}/to-other-api", **options).body == b'{"other": 1}'
 
 
 def test_too_many_redirects_are_refused(serve: Any) -> None:

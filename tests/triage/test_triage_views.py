@@ -77,7 +77,7 @@ def test_triage_page_groups_by_stage_in_lifecycle_order(traffic: Any, client_as:
 def test_htmx_requests_get_only_the_results(traffic: Any, client_as: Any) -> None:
     response = client_as("viewer").get("/?lane=retry_safe", headers={"HX-Request": "true"})
     html = response.content.decode()
-    assert html.lstrip().startswith('<div id="results">')
+    assert html.lstrip().startswith('<div id="results" ')
     assert "<html" not in html
 
 
@@ -134,7 +134,7 @@ def test_a_window_or_filter_the_page_cannot_use_is_a_400_showing_why(
     assert response.status_code == 400
     html = response.content.decode()
     assert "cannot show what the address asks for" in html
-    assert "failures in the last 24h" in html  # the page, with the refused filters left out
+    assert "failures in the last 24 hours" in html  # the page, with the refused filters left out
     assert "xxxx" not in html.split('id="results"')[1]  # links never carry a refused value
     partial = client_as("viewer").get(f"/?{query}", headers={"HX-Request": "true"})
     assert partial.status_code == 400
@@ -344,7 +344,10 @@ def test_mute_needs_a_time_or_a_count(traffic: Any, client_as: Any) -> None:
     response = client_as("operator").post(
         f"/triage/groups/{group.pk}/act", {"action": "mute"}, follow=True
     )
-    assert "Mute until a time, or for a number of new records." in response.content.decode()
+    assert (
+        "Mute for a preset time, until a time, or for a number of new records: choose one."
+        in response.content.decode()
+    )
     group.refresh_from_db()
     assert group.status == GroupStatus.OPEN
 
@@ -408,11 +411,13 @@ def test_sparkline_bins_are_summed_per_reason_in_the_right_place(
             for h in hours_ago
         ],
     )
-    day = triage_overview(start=now - timedelta(hours=24), end=now, filters={})
+    # The window ends after the records that occurred "now" (it ends before its end moment).
+    end = now + timedelta(seconds=1)
+    day = triage_overview(start=end - timedelta(hours=24), end=end, filters={})
     (row,) = day.sections[0].rows
     assert len(row.spark) == 25 and sum(row.spark) == 3  # 24 whole hours and the current one
     assert row.spark[-1] == 2 and row.spark[-2] == 1  # one bin per hour, newest last
-    month = triage_overview(start=now - timedelta(days=30), end=now, filters={})
+    month = triage_overview(start=end - timedelta(days=30), end=end, filters={})
     (row,) = month.sections[0].rows
     assert month.spark_daily and len(row.spark) == 31  # UTC days, today's included
     assert sum(row.spark) == len(hours_ago) and row.count == len(hours_ago)
@@ -431,7 +436,6 @@ def test_window_counts_from_rollups_equal_the_records_in_the_window(
 
     from triage.models import FailureRecord
     from triage.selectors import window_counts
-    from triage.timebins import hour_floor
 
     now = timezone.now()
     rng = random.Random(start_hours_ago * 31 + end_hours_ago)
@@ -455,13 +459,44 @@ def test_window_counts_from_rollups_equal_the_records_in_the_window(
     start = now - timedelta(hours=start_hours_ago, minutes=17)
     end = now - timedelta(hours=end_hours_ago)
     counts = window_counts(start=start, end=end, filters={})
-    # Windows are whole hours: from the start's hour to the end of the end's hour.
+    # Exact to the record: whole hours from the counters, the pieces at the edges from the
+    # records, whichever side of each edge is shorter.
     expected: dict[int, int] = {}
-    for record in FailureRecord.objects.filter(
-        occurred_at__gte=hour_floor(start), occurred_at__lt=hour_floor(end) + timedelta(hours=1)
-    ):
+    for record in FailureRecord.objects.filter(occurred_at__gte=start, occurred_at__lt=end):
         expected[record.group_id] = expected.get(record.group_id, 0) + 1
     assert counts == expected and sum(counts.values()) > 0
+
+
+@pytest.mark.parametrize(
+    ("start_minutes_ago", "end_minutes_ago"),
+    # inside one hour; from one hour's start; across one hour boundary; ends in the future
+    [(40, 10), (60, 0), (75, 5), (61, -30)],
+)
+def test_a_window_starts_at_its_start_and_ends_before_its_end_to_the_record(
+    ingest_client: APIClient, start_minutes_ago: int, end_minutes_ago: int
+) -> None:
+    from triage.selectors import window_counts
+    from triage.timebins import hour_floor
+
+    # Minutes from a fixed hour's :30, so "inside one hour" is one hour whatever the clock says.
+    anchor = hour_floor(timezone.now()) - timedelta(minutes=30)
+    start = anchor - timedelta(minutes=start_minutes_ago)
+    end = anchor - timedelta(minutes=end_minutes_ago)
+    moments = [
+        start - timedelta(seconds=1),  # just before: out
+        start,  # at the start: in
+        start + timedelta(seconds=1),
+        end - timedelta(seconds=1),  # just before the end: in
+        end,  # at the end: out
+        end + timedelta(minutes=3),
+        hour_floor(start),
+        hour_floor(end) + timedelta(minutes=59),
+    ]
+    ingest(ingest_client, [failure_item(occurred_at=moment.isoformat()) for moment in moments])
+    inside = sum(1 for moment in moments if start <= moment < end)
+    assert window_counts(start=start, end=end, filters={}, now=anchor) == {
+        FailureGroup.objects.get().pk: inside
+    }
 
 
 def test_a_reason_row_links_to_its_groups_and_the_narrowed_page_lists_them(

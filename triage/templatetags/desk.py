@@ -11,9 +11,12 @@ from django import template
 from django.urls import reverse
 from django.utils.html import escape, format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
+from django.utils.timezone import localtime
 from django.utils.translation import get_language, gettext, ngettext, pgettext
+from django.utils.translation import gettext as _
 
 from triage.models import GroupAction, GroupStatus
+from triage.timezones import abbreviation
 
 register = template.Library()
 
@@ -72,14 +75,17 @@ def timeline(values: list[int], start: datetime, height: int = 80) -> SafeString
     step = 100 / count
     bars: list[str] = []
     days: list[str] = []
+    zone = abbreviation(start)
     for index, value in enumerate(values):
-        hour = start + timedelta(hours=index)
+        # In the person's time zone: a day starts at their midnight (the bar holding it,
+        # at :30 in a zone half an hour off UTC).
+        hour = localtime(start + timedelta(hours=index))
         if value:
             bar = max(1.0, value / top * (height - 1))
             bars.append(
                 f'<rect x="{index * step:.3f}%" y="{height - bar:.1f}" '
                 f'width="{max(step, 0.15):.3f}%" height="{bar:.1f}">'
-                f"<title>{hour:%Y-%m-%d %H}:00 · {value}</title></rect>"
+                f"<title>{hour:%Y-%m-%d %H:%M} {zone} · {value}</title></rect>"
             )
         if hour.hour == 0:
             alternate = " alternate" if len(days) % 2 else ""
@@ -336,8 +342,9 @@ def _source_mix(mix: dict[str, int]) -> SafeString:
     if len(mix) < 2:
         return mark_safe("")
     return format_html(
-        ' <span class="small muted source-mix" title="{}">{}</span>',
-        gettext("records by source, all time"),
+        ' <span class="small muted source-mix" title="{}">{}: {}</span>',
+        _("records by source since the group's first record, not only in the window"),
+        _("all time"),
         " · ".join(
             f"{source} {thousands(count)}"
             for source, count in sorted(mix.items(), key=lambda item: -item[1])

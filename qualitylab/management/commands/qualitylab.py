@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, OutputWrapper
-from django.core.validators import URLValidator, validate_slug
+from django.core.validators import validate_slug
 from django.db import transaction
 from django.urls import NoReverseMatch, reverse
 
@@ -42,6 +42,7 @@ from qualitylab.models import (
     RunStatus,
     Suite,
 )
+from triage import outbound
 from triage.collection_names import CollectionNameError, check_collection_name
 from triage.json_limits import JSONTooDeep, loads_bounded
 from triage.storable import has_unstorable_text, replace_unstorable_text
@@ -205,11 +206,8 @@ class Command(BaseCommand):
         except CollectionNameError as exc:
             raise CommandError(f"{name!r} is not a collection name: {exc}") from None
         base_url: str = options["base_url"]
-        if base_url:
-            try:
-                URLValidator(schemes=["http", "https"])(base_url)
-            except ValidationError:
-                raise CommandError(f"--base-url {base_url!r} is not an http(s) URL.") from None
+        if base_url and (problem := outbound.url_problem(base_url)):
+            raise CommandError(f"--base-url {base_url!r} is not an http(s) URL: {problem}.")
         for option, value in (("base_url", base_url), ("title", options["title"])):
             limit = getattr(Collection._meta.get_field(option), "max_length", None) or 0
             label = f"--{option.replace('_', '-')}"

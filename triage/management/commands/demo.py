@@ -25,6 +25,7 @@ from qualitylab import services as quality_services
 from qualitylab.management.commands.qualitylab import run_path, wait_for_build, wait_for_run
 from qualitylab.models import BuildStatus, CaseRun, Collection, LearningMode, RunStatus
 from qualitylab.sandbox import DEMO_TOKEN
+from triage import outbound
 from triage.demo_data import demo_items
 from triage.models import ApiKey, IngestItem
 from triage.roles import ensure_role_group
@@ -48,7 +49,8 @@ DEMO_COLLECTION = "shop"
 DEMO_TOKEN_ENV = "QUALITYLAB_SECRET_SHOP"
 DEMO_EXPIRED_TOKEN_ENV = "QUALITYLAB_SECRET_SHOP__EXPIRED"
 # The sandbox listens on loopback, which execute cases call only when an administrator
-# allows it (QUALITYLAB_ALLOWED_PRIVATE_HOSTS); `make demo` allows exactly this address.
+# allows it (QUALITYLAB_ALLOWED_PRIVATE_HOSTS); `make demo` allows exactly this address on
+# the sandbox's port, no other loopback port (the database's, Redis's).
 DEMO_SANDBOX_HOST = "127.0.0.1"
 DEMO_AUTH_PROFILE = {
     "header_names": ["Authorization"],
@@ -138,7 +140,7 @@ class Command(BaseCommand):
         logging.getLogger("kombu.connection").setLevel(logging.ERROR)
         # Stopped by a supervisor (SIGTERM) like by Ctrl-C: the children stop too.
         signal.signal(signal.SIGTERM, _interrupt)
-        self._check_sandbox_allowed()
+        self._check_sandbox_allowed(options["sandbox_port"])
         settings.VAR_DIR.mkdir(parents=True, exist_ok=True)
         call_command("migrate", interactive=False, verbosity=0)
         self.stdout.write("Database migrated.")
@@ -152,7 +154,11 @@ class Command(BaseCommand):
         from alerts import demo as alerts_demo
 
         os.environ.update(
-            alerts_demo.environment(smtp_port=options["smtp_port"], base_url=base_url)
+            alerts_demo.environment(
+                webhook_port=options["webhook_port"],
+                smtp_port=options["smtp_port"],
+                base_url=base_url,
+            )
         )
         settings.DESK_BASE_URL = base_url
         sinks = alerts_demo.start_sinks(
@@ -198,14 +204,16 @@ class Command(BaseCommand):
             stop_processes(processes, grace_seconds=15)
             sinks.stop()
 
-    def _check_sandbox_allowed(self) -> None:
+    def _check_sandbox_allowed(self, port: int) -> None:
         allowance = quality_services.private_allowance()
-        if not allowance.allows(DEMO_SANDBOX_HOST, ipaddress.ip_address(DEMO_SANDBOX_HOST)):
+        address = ipaddress.ip_address(DEMO_SANDBOX_HOST)
+        if not allowance.allows(DEMO_SANDBOX_HOST, address, port=port):
+            entry = outbound.host_port(DEMO_SANDBOX_HOST, port)
             raise CommandError(
-                f"The demo's sandbox API listens on {DEMO_SANDBOX_HOST}, which execute cases "
-                "may not call unless an administrator allows it: run "
-                f"QUALITYLAB_ALLOWED_PRIVATE_HOSTS={DEMO_SANDBOX_HOST} python manage.py demo "
-                "(make demo does)."
+                f"The demo's sandbox API listens on {entry}, which execute cases may not "
+                "call unless an administrator allows it: run "
+                f"QUALITYLAB_ALLOWED_PRIVATE_HOSTS={entry} python manage.py demo "
+                "(make demo does, following DEMO_SANDBOX_PORT)."
             )
 
     def _ensure_admin(self) -> None:
@@ -270,7 +278,7 @@ class Command(BaseCommand):
             if sandbox.poll() is not None:
                 raise CommandError(
                     f"The Quality Lab sandbox exited (is port {sandbox_url.rsplit(':', 1)[1]} "
-                    "taken? Use DEMO_SANDBOX_PORT=8091 make demo)."
+                    "taken? Use DEMO_SANDBOX_PORT=8092 make demo)."
                 )
             try:
                 with urllib.request.urlopen(f"{sandbox_url}/__state", timeout=2):

@@ -1,0 +1,333 @@
+"""Honest windows and times, the person's time zone, mute presets and the live triage page."""
+
+from __future__ import annotations
+
+import json
+import zoneinfo
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from tests.factories import failure_item
+from tests.triage.test_triage_views import ingest
+from triage.models import FailureGroup, GroupStatus, PersonPreference
+from triage.timezones import COOKIE, start_of_next_week
+
+pytestmark = pytest.mark.django_db
+
+SEOUL = zoneinfo.ZoneInfo("Asia/Seoul")
+
+
+@pytest.fixture
+def one_failure(ingest_client: APIClient) -> FailureGroup:
+    ingest(ingest_client, [failure_item(occurred_at=timezone.now().isoformat())])
+    return FailureGroup.objects.get()
+
+
+def _seoul_client(client_as: Any, role: str = "operator") -> Any:
+    client = client_as(role)
+    client.cookies[COOKIE] = "Asia/Seoul"
+    return client
+
+
+# --- the person's zone ---------------------------------------------------------------------
+
+
+def test_pages_follow_the_browser_zone_and_label_it(one_failure: Any, client_as: Any) -> None:
+    response = _seoul_client(client_as, "viewer").get("/")
+    html = response.content.decode()
+    assert 'data-time-zone="Asia/Seoul"' in html and 'data-time-zone-source="browser"' in html
+    assert "times in KST" in html
+    now_in_seoul = timezone.now().astimezone(SEOUL)
+    assert f"as of {now_in_seoul:%H:%M}" in html or f"as of {now_in_seoul:%H}" in html
+
+
+def test_a_chosen_zone_wins_over_the_browser(one_failure: Any, client_as: Any) -> None:
+    client = _seoul_client(client_as, "viewer")
+    response = client.post("/preferences/", {"time_zone": "Europe/Berlin"})
+    assert response.status_code == 302
+    html = client.get("/").content.decode()
+    assert 'data-time-zone="Europe/Berlin"' in html and 'data-time-zone-source="chosen"' in html
+    assert "times in CET" in html or "times in CEST" in html
+    # Blank follows the browser again.
+    client.post("/preferences/", {"time_zone": ""})
+    assert 'data-time-zone="Asia/Seoul"' in client.get("/").content.decode()
+    preference = PersonPreference.objects.get()
+    assert preference.time_zone == "" and preference.language == ""
+
+
+@pytest.mark.parametrize(
+    "cookie", ["Mars/Olympus", "../../etc/passwd", "x" * 500, "", "UTC\x00", "Asia/Seoul;"]
+)
+def test_a_cookie_naming_no_zone_is_the_servers_zone(
+    one_failure: Any, client_as: Any, cookie: str
+) -> None:
+    client = client_as("viewer")
+    client.cookies[COOKIE] = cookie
+    response = client.get("/")
+    assert response.status_code == 200
+    assert 'data-time-zone="UTC"' in response.content.decode()
+
+
+def test_an_unknown_zone_in_the_form_is_a_form_error(client_as: Any) -> None:
+    response = client_as("viewer").post("/preferences/", {"time_zone": "Mars/Olympus"})
+    assert response.status_code == 400
+    assert "Select a valid choice" in response.content.decode()
+    assert not PersonPreference.objects.exists()
+
+
+def test_the_settings_page_offers_every_zone_and_the_browsers(client_as: Any) -> None:
+    response = _seoul_client(client_as, "viewer").get("/preferences/")
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert "Your browser says Asia/Seoul." in html
+    assert '<option value="America/Sao_Paulo">' in html and "follow my browser" in html
+
+
+# --- windows that say what they cover ------------------------------------------------------
+
+
+def test_the_1h_window_is_the_last_60_minutes_said_in_the_persons_zone(
+    ingest_client: APIClient, client_as: Any
+) -> None:
+    now = timezone.now()
+    ingest(
+        ingest_client,
+        [
+            failure_item(occurred_at=(now - timedelta(minutes=59)).isoformat()),
+            failure_item(occurred_at=(now - timedelta(minutes=61)).isoformat()),
+            failure_item(occurred_at=(now - timedelta(minutes=119)).isoformat()),
+        ],
+    )
+    response = _seoul_client(client_as, "viewer").get("/?window=1h&sort=stage")
+    html = response.content.decode()
+    window = response.context["window"]
+    assert window.end - window.start == timedelta(minutes=60)
+    start, end = window.start.astimezone(SEOUL), window.end.astimezone(SEOUL)
+    span = (
+        f"{start:%H:%M}-{end:%H:%M} KST"
+        if start.date() == end.date()
+        else f"{end:%b} {end.day} {end:%H:%M} KST"
+    )
+    assert "failure in the last 60 minutes" in html and span in html  # 1 failure
+    (section,) = response.context["overview"].sections
+    (row,) = section.rows
+    assert row.count == 1  # 59 minutes ago counts; 61 minutes ago is the window before
+    assert row.previous_count == 2
+
+
+def test_figures_not_for_the_window_are_labelled(ingest_client: APIClient, client_as: Any) -> None:
+    ingest(
+        ingest_client,
+        [
+            failure_item(occurred_at=timezone.now().isoformat(), source=s)
+            for s in ("runtime", "log")
+        ],
+    )
+    html = client_as("viewer").get("/?window=1h").content.decode()
+    assert "execution, all time" in html and "retryable, all time" in html
+    assert "all time: " in html  # the source mix
+    assert "24 hours, per hour" in html  # the 1h window's sparkline shows the day
+
+
+def test_a_custom_window_is_read_in_the_persons_zone(
+    ingest_client: APIClient, client_as: Any
+) -> None:
+    start = datetime(2026, 11, 20, 9, 0, tzinfo=SEOUL)
+    ingest(
+        ingest_client,
+        [
+            failure_item(occurred_at=(start + timedelta(minutes=5)).isoformat()),
+            failure_item(occurred_at=(start - timedelta(minutes=5)).isoformat()),
+        ],
+    )
+    response = _seoul_client(client_as, "viewer").get(
+        "/?window=custom&since=2026-11-20T09:00&until=2026-11-20T10:00&status=all"
+    )
+    window = response.context["window"]
+    assert window.start == start and window.end == start + timedelta(hours=1)
+    assert "Nov 20, 09:00-10:00 KST" in response.content.decode()
+    assert response.context["overview"].total == 1
+
+
+# --- mutes: typed in the person's zone, and presets ----------------------------------------
+
+
+def test_a_mute_until_typed_in_seoul_ends_then_in_seoul(one_failure: Any, client_as: Any) -> None:
+    tomorrow = (timezone.now().astimezone(SEOUL) + timedelta(days=1)).date()
+    typed = f"{tomorrow.isoformat()}T19:03"
+    response = _seoul_client(client_as).post(
+        f"/triage/groups/{one_failure.pk}/act", {"action": "mute", "muted_until": typed}
+    )
+    assert response.status_code == 302
+    one_failure.refresh_from_db()
+    assert one_failure.status == GroupStatus.MUTED
+    expected = datetime.combine(tomorrow, datetime.min.time(), tzinfo=SEOUL).replace(
+        hour=19, minute=3
+    )
+    assert one_failure.muted_until == expected
+    assert one_failure.muted_until.astimezone(UTC).hour == 10  # 19:03 KST is 10:03 UTC
+
+
+@pytest.mark.parametrize(("preset", "hours"), [("1h", 1), ("4h", 4), ("24h", 24)])
+def test_mute_presets_end_that_long_from_now(
+    one_failure: Any, client_as: Any, preset: str, hours: int
+) -> None:
+    before = timezone.now()
+    client = _seoul_client(client_as)
+    response = client.post(
+        f"/triage/groups/{one_failure.pk}/act", {"action": "mute", "mute_for": preset}, follow=True
+    )
+    one_failure.refresh_from_db()
+    assert one_failure.status == GroupStatus.MUTED and one_failure.muted_until is not None
+    lasted = one_failure.muted_until - before
+    assert timedelta(hours=hours) <= lasted < timedelta(hours=hours, seconds=30)
+    assert "Muted until" in response.content.decode() and "KST" in response.content.decode()
+
+
+def test_until_next_week_is_the_next_monday_morning_in_the_persons_zone() -> None:
+    with timezone.override(SEOUL):
+        # Wednesday 2026-12-02 15:00 KST -> Monday 2026-12-07 09:00 KST
+        wednesday = datetime(2026, 12, 2, 15, 0, tzinfo=SEOUL)
+        assert start_of_next_week(wednesday) == datetime(2026, 12, 7, 9, 0, tzinfo=SEOUL)
+        # Monday 08:00 is already this week: a week later.
+        monday = datetime(2026, 12, 7, 8, 0, tzinfo=SEOUL)
+        assert start_of_next_week(monday) == datetime(2026, 12, 14, 9, 0, tzinfo=SEOUL)
+    with timezone.override(zoneinfo.ZoneInfo("America/New_York")):
+        # Across the end of daylight saving time: 09:00 EST, not 09:00 EDT.
+        friday = datetime(2026, 10, 30, 12, 0, tzinfo=zoneinfo.ZoneInfo("America/New_York"))
+        ends = start_of_next_week(friday)
+        assert ends.astimezone(UTC) == datetime(2026, 11, 2, 14, 0, tzinfo=UTC)
+
+
+def test_a_preset_and_a_time_together_are_refused(one_failure: Any, client_as: Any) -> None:
+    response = _seoul_client(client_as).post(
+        f"/triage/groups/{one_failure.pk}/act",
+        {"action": "mute", "mute_for": "1h", "mute_count": "5"},
+        follow=True,
+    )
+    assert "choose one" in response.content.decode()
+    one_failure.refresh_from_db()
+    assert one_failure.status == GroupStatus.OPEN
+
+
+def test_the_presets_name_when_they_end(one_failure: Any, client_as: Any) -> None:
+    html = _seoul_client(client_as).get(f"/triage/groups/{one_failure.pk}/").content.decode()
+    ends = start_of_next_week(timezone.now()).astimezone(SEOUL)
+    assert f"until next week · ends Mon {ends:%b} {ends.day} 09:00 KST" in html
+
+
+def test_bulk_mute_with_a_preset(one_failure: Any, client_as: Any) -> None:
+    response = _seoul_client(client_as).post(
+        "/triage/bulk",
+        {"action": "mute", "mute_for": "4h", "confirm_count": "1", "query": ""},
+    )
+    assert response.status_code == 302
+    one_failure.refresh_from_db()
+    assert one_failure.status == GroupStatus.MUTED
+
+
+# --- live: auto-refresh --------------------------------------------------------------------
+
+
+def test_auto_refresh_lives_in_the_url_and_refreshes_only_the_table(
+    one_failure: Any, client_as: Any
+) -> None:
+    client = client_as("viewer")
+    html = client.get("/?refresh=10s").content.decode()
+    assert 'hx-trigger="click, every 10s"' in html
+    assert "refreshes every 10 seconds" in html
+    # The timed refresh asks for the view shown and adds no history entry.
+    partial = client.get(
+        "/?refresh=10s", headers={"HX-Request": "true", "HX-Trigger": "auto-refresh"}
+    )
+    assert partial.status_code == 200
+    assert partial.content.decode().lstrip().startswith('<div id="results" ')
+    assert "HX-Push-Url" not in partial.headers
+    # A filter change does add one.
+    changed = client.get("/?refresh=10s&lane=retry_safe", headers={"HX-Request": "true"})
+    assert changed.headers["HX-Push-Url"] == "/?lane=retry_safe&refresh=10s"
+
+
+def test_auto_refresh_is_off_by_default_and_a_bad_choice_is_a_form_error(
+    one_failure: Any, client_as: Any
+) -> None:
+    client = client_as("viewer")
+    html = client.get("/").content.decode()
+    assert 'hx-trigger="click"' in html and "every " not in html.split('id="auto-refresh"')[1][:300]
+    refused = client.get("/?refresh=1ms")
+    assert refused.status_code == 400
+    assert "every 1ms" not in refused.content.decode()
+
+
+# --- history --------------------------------------------------------------------------------
+
+
+def test_results_say_which_inputs_they_are_for(one_failure: Any, client_as: Any) -> None:
+    response = client_as("viewer").get(
+        "/?lane=retry_safe&tool=getOrder&lane_extra=1", headers={"HX-Request": "true"}
+    )
+    state = response.context["form_state"]
+    shown = json.loads(state)
+    assert shown["lane"] == "retry_safe" and shown["tool"] == "getOrder"
+    assert shown["window"] == "24h" and shown["source"] == "production"
+    refused = client_as("viewer").get("/?lane=nowhere", headers={"HX-Request": "true"})
+    assert json.loads(refused.context["form_state"])["lane"] == ""
+
+
+def test_a_history_restore_gets_the_whole_page(one_failure: Any, client_as: Any) -> None:
+    """htmx asks with HX-Request when a page fell out of its history cache, and swaps the
+    answer into the whole body: it must be the whole page, not the table alone."""
+    response = client_as("viewer").get(
+        "/?lane=retry_safe",
+        headers={"HX-Request": "true", "HX-History-Restore-Request": "true"},
+    )
+    html = response.content.decode()
+    assert html.startswith("<!doctype html>") and 'id="filters"' in html
+    assert "HX-Push-Url" not in response.headers
+
+
+def test_each_edge_reads_the_shorter_piece_of_its_hour() -> None:
+    from triage.selectors import _Edge, _WindowParts
+
+    now = datetime(2026, 12, 1, 19, 7, tzinfo=UTC)
+    parts = _WindowParts.of(now - timedelta(hours=1), now, now=now)
+    # 18:07: the bucket of 18:00 less its first 7 minutes; 19:07: the bucket of 19:00 less
+    # what lies after now (nothing yet, so nothing to read).
+    assert parts.first_hour == datetime(2026, 12, 1, 18, 0, tzinfo=UTC)
+    assert parts.end_hour == datetime(2026, 12, 1, 20, 0, tzinfo=UTC)
+    assert parts.edges == (
+        _Edge(datetime(2026, 12, 1, 18, 0, tzinfo=UTC), now - timedelta(hours=1), -1),
+        _Edge(now, datetime(2026, 12, 1, 20, 0, tzinfo=UTC), -1),
+    )
+    late = datetime(2026, 12, 1, 19, 50, tzinfo=UTC)
+    parts = _WindowParts.of(late - timedelta(hours=1), late, now=late)
+    # 18:50: the 10 minutes to 19:00 are added; the 19:00 bucket is read whole.
+    assert parts.edges[0] == _Edge(late - timedelta(hours=1), late.replace(minute=0), 1)
+    assert parts.first_hour == late.replace(minute=0)
+
+
+def test_a_chosen_zone_follows_the_person_to_their_next_sign_in_at_no_query(
+    one_failure: Any, client_as: Any
+) -> None:
+    from django.test import Client
+
+    client_as("viewer").post("/preferences/", {"time_zone": "Europe/Berlin"})
+    other = Client()
+    other.cookies[COOKIE] = "Asia/Seoul"
+    other.force_login(PersonPreference.objects.get().user)  # another browser signs in
+    html = other.get("/").content.decode()
+    assert 'data-time-zone="Europe/Berlin"' in html
+    # The zone rides in the session: no page reads the preference for it.
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as queries:
+        assert 'data-time-zone="Europe/Berlin"' in other.get("/").content.decode()
+    # (The user's own query brings the preference along in a join, for the language: no query
+    # of its own.)
+    own = 'FROM "triage_personpreference"'
+    assert not [q for q in queries.captured_queries if own in q["sql"]]
