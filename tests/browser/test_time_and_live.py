@@ -196,7 +196,7 @@ def test_back_restores_inputs_results_and_bulk_bar_together(seoul: Any, live_ser
     page.locator("input[name=tool]").fill("getOrder")
     page.locator("input[name=tool]").press("Enter")
     expect(page).to_have_url(re.compile(r"tool=getOrder"))
-    expect(bulk).to_have_text("Apply to 1 groups")
+    expect(bulk).to_have_text("Apply to 1 group")
     page.wait_for_timeout(300)  # any second request would have pushed by now
     assert page.evaluate("history.length") == start + 2
     _screenshot(page, "history-filtered")
@@ -221,5 +221,5 @@ def test_back_restores_inputs_results_and_bulk_bar_together(seoul: Any, live_ser
     expect(page.locator("input[name=tool]")).to_have_value("")
     page.go_forward()
     expect(page.locator("input[name=tool]")).to_have_value("getOrder")
-    expect(bulk).to_have_text("Apply to 1 groups")
+    expect(bulk).to_have_text("Apply to 1 group")
     _screenshot(page, "history-forward")
