@@ -142,6 +142,12 @@ def test_the_group_page_carries_its_shortcuts_and_a_labelled_timeline(
     assert "Records per hour over the last 14 days, peak 1 per hour" in figure
     assert "Up: records per hour" in figure and "Along: days (UTC)" in figure
     assert figure.count('class="day') >= 13  # a label at each day boundary of 14 days
+    # The days are the person's days, and the caption says whose.
+    seoul = client_as("operator")
+    seoul.cookies["desk_tz"] = "Asia/Seoul"
+    html = seoul.get(f"/triage/groups/{group.pk}/").content.decode()
+    figure = html[html.index('<figure class="timeline-figure">') : html.index("</figure>")]
+    assert "Along: days (KST)" in figure
 
 
 def test_a_long_tool_name_is_cut_on_the_list_with_the_whole_name_on_hover(

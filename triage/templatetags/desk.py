@@ -119,8 +119,10 @@ def timeline(values: list[int], start: datetime, height: int = 80) -> SafeString
         height - 0.5,
         mark_safe("".join(bars)),
         mark_safe("".join(days)),
-        gettext("Up: records per hour (0 to the peak, %(peak)s). Along: days (UTC), month-day.")
-        % {"peak": f"{top:,}"},
+        gettext(
+            "Up: records per hour (0 to the peak, %(peak)s). Along: days (%(zone)s), month-day."
+        )
+        % {"peak": f"{top:,}", "zone": zone},
     )
 
 
