@@ -75,6 +75,9 @@ class TcpProxy:
         self._listener: socket.socket | None = None
         self._accept_thread: threading.Thread | None = None
         self._pairs: set[_Pair] = set()
+        # Every connection thread started, also of connections one side already closed (no
+        # longer in _pairs): stop() waits for them all.
+        self._threads: list[threading.Thread] = []
         self._cut: _Cut | None = None
 
     # --- lifecycle -------------------------------------------------------------------------
@@ -115,6 +118,7 @@ class TcpProxy:
             listener, self._listener = self._listener, None
             accept_thread, self._accept_thread = self._accept_thread, None
             pairs, self._pairs = self._pairs, set()
+            started, self._threads = self._threads, []
         if listener is not None:
             with contextlib.suppress(OSError):
                 listener.shutdown(socket.SHUT_RDWR)  # wakes accept() on Linux
@@ -122,7 +126,7 @@ class TcpProxy:
         for pair in pairs:
             pair.close()
         current = threading.current_thread()
-        threads = [thread for pair in pairs for thread in pair.threads]
+        threads = [*started, *(thread for pair in pairs for thread in pair.threads)]
         if accept_thread is not None:
             threads.append(accept_thread)
         for thread in threads:
@@ -225,6 +229,7 @@ class TcpProxy:
                         name=f"proxy-{self.port}-down",
                     ),
                 ]  # fmt: skip
+                self._threads = [t for t in self._threads if t.is_alive()] + pair.threads
                 for thread in pair.threads:
                     thread.start()
 
