@@ -129,6 +129,8 @@ if _database["ENGINE"] == "django.db.backends.sqlite3":
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
     }
 else:
+    if _database["ENGINE"] == "django.db.backends.postgresql":
+        _database["ENGINE"] = "config.postgresql"  # Django's, reading timestamps faster
     _database.setdefault("OPTIONS", {})
     _database["OPTIONS"].setdefault("connect_timeout", env_int("DATABASE_CONNECT_TIMEOUT", 3))
 DATABASES = {"default": _database}
