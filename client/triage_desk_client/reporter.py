@@ -53,9 +53,16 @@ _ORPHAN_SCAN_INTERVAL = 5.0
 _USER_AGENT = "triage-desk-client/0.1.0"
 
 # Canonical JSON (sorted keys): the default ids digest it; values JSON cannot hold (a
-# datetime, a set) are written as their str().
+# datetime, a set) are written as their str(). No circular-reference check: it costs every
+# report() a dict entry per nested container, and a body that contains itself is caught by
+# the recursion limit instead (see _append).
 _ENCODER = json.JSONEncoder(
-    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=str
+    sort_keys=True,
+    separators=(",", ":"),
+    ensure_ascii=False,
+    allow_nan=False,
+    default=str,
+    check_circular=False,
 )
 
 _encode_string: Callable[[str], str] = json.encoder.encode_basestring
@@ -190,7 +197,13 @@ class Reporter:
     ) -> str:
         if type(body) is not dict and not isinstance(body, Mapping):
             raise TypeError(f"a {item_type} body must be a mapping, not {type(body).__name__}")
-        canonical = _ENCODER.encode(body).encode()
+        try:
+            canonical = _ENCODER.encode(body).encode()
+        except RecursionError:
+            raise ValueError(
+                f"a {item_type} body must not contain itself, nor be nested deeper than "
+                "Python's recursion limit"
+            ) from None
         if item_id is None:
             item_id = make_id(body, canonical)
         if not isinstance(item_id, str) or not 0 < len(item_id) <= ids.MAX_ID_LENGTH:
@@ -199,11 +212,12 @@ class Reporter:
             b'{"type":"%s","id":%s,"body":%s}'
             % (item_type.encode(), _encode_string(item_id).encode(), canonical)
         )
+        spool = self._spool
         with self._lock:
             if self._closed:
                 raise RuntimeError("this reporter is closed")
-            queued = self._spool.unanswered
-            dropped = self._spool.append(line)
+            queued = spool.unanswered
+            dropped = spool.append(line)
             if dropped:
                 self._counts["dropped"] += dropped
                 self._changed.notify_all()

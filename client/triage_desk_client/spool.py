@@ -52,7 +52,7 @@ SLICE_SECONDS = 20e-6
 
 def frame(payload: bytes) -> bytes:
     """One spool line: the payload's CRC-32 (8 hex digits), the payload, a newline."""
-    return b"%08x" % zlib.crc32(payload) + payload + b"\n"
+    return b"%08x%s\n" % (zlib.crc32(payload), payload)
 
 
 def unframe(line: bytes) -> bytes | None:
@@ -169,31 +169,32 @@ class Spool:
     def append(self, line: bytes) -> int:
         """Write one framed record to the active segment; the number of records dropped
         to stay under ``max_bytes``."""
-        if len(line) > self.max_bytes:
+        size = len(line)
+        if size > self.max_bytes:
             raise ValueError(
-                f"an item of {len(line)} bytes does not fit a spool of {self.max_bytes} bytes"
+                f"an item of {size} bytes does not fit a spool of {self.max_bytes} bytes"
             )
         dropped = 0
-        while self.total_bytes + len(line) > self.max_bytes and self.segments:
+        while self.total_bytes + size > self.max_bytes and self.segments:
             dropped += self.drop_oldest()
         active = self.segments[-1] if self.segments and self.segments[-1].active else None
-        if active is None or (active.size and active.size + len(line) > self.segment_bytes):
+        if active is None or (active.size and active.size + size > self.segment_bytes):
             if active is not None:
                 active.active = False
             active = self.open_active()
-        written = 0
         try:
-            while written < len(line):
+            written = os.write(active.fd, line)
+            while written < size:  # a short write (a signal, a nearly full disk)
                 written += os.write(active.fd, line[written:])
         except BaseException:
             # Never leave half a record: the next one would be glued to it and both lost.
             with contextlib.suppress(OSError):
                 os.ftruncate(active.fd, active.size)
             raise
-        active.size += len(line)
+        active.size += size
         active.items += 1
         active.dirty = True
-        self.total_bytes += len(line)
+        self.total_bytes += size
         self.unanswered += 1
         return dropped
 

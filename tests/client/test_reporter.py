@@ -400,6 +400,20 @@ def test_an_item_that_cannot_be_sent_raises_in_the_callers_thread(
     assert reporter.stats()["queued"] == 0
 
 
+def test_a_body_that_contains_itself_is_refused_and_the_reporter_goes_on(
+    make_reporter: Callable[..., Reporter], desk: FakeDesk
+) -> None:
+    reporter = make_reporter()
+    body: dict[str, Any] = failure(1)
+    body["evidence"] = {"steps": [body]}
+    with pytest.raises(ValueError, match="contain itself"):
+        reporter.failure(body)
+    assert reporter.stats()["queued"] == 0
+    reporter.failure(failure(2), id="after")
+    assert reporter.flush(5)
+    assert list(desk.stored) == ["after"]
+
+
 def test_a_spool_directory_that_cannot_be_used_fails_at_construction(tmp_path: Path) -> None:
     blocked = tmp_path / "file"
     blocked.write_text("")
