@@ -1,7 +1,8 @@
 """Do the pages stay fast while ingest floods? Viewers and senders, shared and split pools.
 
     .venv/bin/python bench/incident.py [--records 1000000] [--seconds 20] [--viewers 4]
-        [--senders 2] [--batch 500] [--web-workers 2] [--ingest-workers 2] [--ingest-threads 16]
+        [--think 1] [--senders 2] [--batch 500] [--web-workers 2] [--ingest-workers 2]
+        [--ingest-threads 16]
         [--database-url URL] [--prepare-only]
 
 What one run does:
@@ -9,7 +10,9 @@ What one run does:
 1. Uses the million-record database of ``bench/triage_scale.py`` (default
    ``postgres://postgres@127.0.0.1:5432/triage_scale``), loading it with that benchmark's
    traffic and loader when it holds fewer than ``--records`` failure records.
-2. Runs, each for ``--seconds`` and in this order, on gunicorn with production settings:
+2. Runs, each for ``--seconds`` and in this order (each on a new copy of the loaded
+   database, ``<name>_incident``, so that every run starts from the same records and none
+   pays for what the one before wrote), on gunicorn with production settings:
    (a) ``--viewers`` signed-in viewers alone on the web pool; (b) the viewers and
    ``--senders`` senders on one shared pool (``--web-workers`` sync workers serving
    everything, the shape before the pools were split); (c) the viewers on the web pool
@@ -17,9 +20,14 @@ What one run does:
    a bounded number of batches each); (c0) the same without the lower CPU priority
    (``TRIAGE_INGEST_NICE=0``); (d) the senders alone on the ingest pool.
    A viewer requests ``/``, ``/?window=7d``, ``/?window=1h`` and ``/receipts/`` in turn
-   over HTTP with a session cookie; a sender posts 500-item batches of new failure
-   records (the scale traffic's shape) as fast as the answers come, and waits
-   ``Retry-After`` when told to.
+   over HTTP with a session cookie, reading each page for ``--think`` seconds (0.5x to
+   1.5x of it, at random) before the next: an operator clicking through the desk in the
+   first minute of an incident (the page's own auto-refresh is every 10 s at the
+   fastest). ``--think 0`` makes every viewer ask again the moment a page arrives: four
+   of them then keep both web workers busy all the time, the pages alone saturate the
+   machine, and any CPU that ingest gets comes out of the pages' time. A sender posts
+   500-item batches of new failure records (the scale traffic's shape) as fast as the
+   answers come, and waits ``Retry-After`` when told to.
 3. Prints, per run, page p50/p95 and the pages' status codes, ingest records/s and the
    ingest status codes, then the targets: with the split pools, page p95 under the flood
    within 1.5x of the viewers alone, and ingest at least 0.7x of its rate alone.
@@ -35,6 +43,7 @@ import http.client
 import json
 import math
 import os
+import random
 import statistics
 import sys
 import threading
@@ -53,6 +62,7 @@ if str(ROOT) not in sys.path:
 from bench.ingest import (  # noqa: E402
     ServerConfig,
     app_env,
+    database_name,
     encode_batches,
     ensure_database,
     manage,
@@ -61,6 +71,8 @@ from bench.ingest import (  # noqa: E402
 from bench.triage_scale import (  # noqa: E402
     DEFAULT_DATABASE_URL,
     Traffic,
+    copy_database,
+    copy_url,
     load,
     record_count,
     vacuum_analyze,
@@ -87,12 +99,37 @@ def prepare(database_url: str, records: int, env: dict[str, str]) -> None:
     vacuum_analyze(database_url)
 
 
+def fresh_copy(database_url: str) -> str:
+    """A new copy of the loaded database for one run (``<name>_incident``), so that every
+    run starts from the same records: a run's senders add tens of thousands, which would
+    otherwise be the next run's (and the next benchmark's) to read and to vacuum."""
+    import psycopg
+
+    target = copy_url(database_url, "incident")
+    copy_database(database_url, target, quiet=True)
+    with psycopg.connect(target, autocommit=True) as conn:
+        conn.execute("CHECKPOINT")
+    return target
+
+
+def drop_database(database_url: str) -> None:
+    import psycopg
+    from psycopg import sql
+
+    name, maintenance = database_name(database_url)
+    with psycopg.connect(maintenance, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+        )
+
+
 def credentials() -> tuple[str, str]:
     """A signed-in viewer's session cookie and an ingest key (made in this process)."""
     import django
 
     django.setup()
     from django.contrib.auth import get_user_model
+    from django.db import connections
     from django.test import Client
 
     from triage import roles
@@ -103,6 +140,7 @@ def credentials() -> tuple[str, str]:
     browser = Client()
     browser.force_login(user)
     _, key = api_key_create(name=f"incident-{uuid.uuid4().hex[:8]}", scopes=["ingest"])
+    connections.close_all()  # the database is copied for every run: no session may stay
     return browser.cookies["sessionid"].value, key
 
 
@@ -133,10 +171,15 @@ class Tally:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-def _viewer(port: int, session: str, stop_at: float, tally: Tally, offset: int) -> None:
+def _viewer(
+    port: int, session: str, stop_at: float, tally: Tally, offset: int, think: float
+) -> None:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
     headers = {"Cookie": f"sessionid={session}"}
     index = offset
+    pause = random.Random(offset)
+    if think:  # the viewers do not all start on the same instant
+        time.sleep(pause.uniform(0, think))
     while time.monotonic() < stop_at:
         path = VIEWER_PATHS[index % len(VIEWER_PATHS)]
         index += 1
@@ -154,6 +197,8 @@ def _viewer(port: int, session: str, stop_at: float, tally: Tally, offset: int) 
         with tally.lock:
             tally.pages_ms.append(elapsed)
             tally.page_status[status] += 1
+        if think:  # reading the page before the next click: half to one and a half `think`
+            time.sleep(min(pause.uniform(0.5, 1.5) * think, max(0.0, stop_at - time.monotonic())))
     conn.close()
 
 
@@ -199,6 +244,7 @@ def run_load(
     *,
     seconds: float,
     viewers: int,
+    think: float,
     page_port: int | None,
     session: str,
     senders: int,
@@ -211,7 +257,7 @@ def run_load(
     threads = []
     if page_port is not None:
         threads += [
-            threading.Thread(target=_viewer, args=(page_port, session, stop_at, tally, n))
+            threading.Thread(target=_viewer, args=(page_port, session, stop_at, tally, n, think))
             for n in range(viewers)
         ]
     if ingest_port is not None:
@@ -269,6 +315,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--viewers", type=int, default=4)
+    parser.add_argument(
+        "--think", type=float, default=1.0, help="a viewer's pause between pages (0: none)"
+    )
     parser.add_argument("--senders", type=int, default=2)
     parser.add_argument("--batch", type=int, default=500)
     parser.add_argument("--web-workers", type=int, default=2)
@@ -298,16 +347,18 @@ def main(argv: list[str] | None = None) -> int:
     ]
     rows: list[Row] = []
     for label, shape, with_viewers, nice in runs:
+        run_env = {**env, "DATABASE_URL": fresh_copy(args.database_url)}
         print(f"running {label} for {args.seconds:.0f} s", flush=True)
         split = shape in ("split", "alone")
         feed = []
         if shape is not None:  # built before the clock starts, new ids for every run
             feed = sender_batches(per_run, args.batch, tag=uuid.uuid4().hex[:6])
-        with pools(env, web, ingest if split else None, nice) as (web_port, ingest_port):
+        with pools(run_env, web, ingest if split else None, nice) as (web_port, ingest_port):
             target = ingest_port if split else web_port
             tally = run_load(
                 seconds=args.seconds,
                 viewers=args.viewers,
+                think=args.think,
                 page_port=web_port if (with_viewers or shape is None) else None,
                 session=session,
                 senders=args.senders,
@@ -316,7 +367,12 @@ def main(argv: list[str] | None = None) -> int:
                 batches=feed,
             )
         rows.append(Row(label, tally, args.seconds))
+    drop_database(copy_url(args.database_url, "incident"))
     return report(rows, args)
+
+
+def _think(think: float) -> str:
+    return f"{think:g} s between pages" if think else "no pause between pages"
 
 
 def _ms(value: float | None) -> str:
@@ -326,7 +382,8 @@ def _ms(value: float | None) -> str:
 def report(rows: list[Row], args: argparse.Namespace) -> int:
     print()
     print(
-        f"{args.viewers} viewers, {args.senders} senders of {args.batch}-item batches, "
+        f"{args.viewers} viewers ({_think(args.think)}), {args.senders} senders of "
+        f"{args.batch}-item batches, "
         f"{args.seconds:.0f} s each; web pool {args.web_workers} sync workers, ingest pool "
         f"{args.ingest_workers} gthread workers x {args.ingest_threads} threads"
     )

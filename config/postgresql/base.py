@@ -1,4 +1,5 @@
-"""Django's PostgreSQL backend, with ``timestamptz`` columns read by psycopg's C loader.
+"""Django's PostgreSQL backend, with ``timestamptz`` columns read by psycopg's C loader, and
+each connection's server process run at the niceness of the process it serves.
 
 Django registers its own loader for ``timestamptz`` (to attach the connection's time zone),
 a subclass of psycopg's pure-Python one, so every timestamp a query returns is parsed in
@@ -8,17 +9,33 @@ sparkline's hours at a million records. The connection's time zone is always UTC
 (``USE_TZ`` with no per-database ``TIME_ZONE``), and for a UTC session psycopg's C loader
 returns the same aware datetimes (``tzinfo=datetime.timezone.utc``) that Django's does,
 ten times faster. Django's loader stays wherever that does not hold.
+
+The ingest pool runs niced so that the pages win the CPU (config/wsgi.py), but most of a
+batch's work is done by its PostgreSQL backend, which would still take the CPU from the
+pages at full priority. When the database runs on this host, a niced process's connection
+gives its backend the same niceness. Only a backend proved to be this connection's own is
+touched (its command line names this socket's address and port; over a Unix socket, its
+parent is the server this socket is connected to), and only where the operating system
+allows it (the same user, or root): elsewhere, a container or another host, it keeps its
+priority and the process logs why, once.
 """
 
 from __future__ import annotations
 
 import datetime
 import functools
+import logging
+import os
+import socket
+import struct
+from pathlib import Path
 from typing import Any
 
 from django.db.backends.postgresql import base
 from psycopg import adapt, adapters
 from psycopg.pq import Format
+
+logger = logging.getLogger(__name__)
 
 _C_LOADER: Any = adapters.get_loader(base.TIMESTAMPTZ_OID, Format.TEXT)
 
@@ -54,3 +71,48 @@ class DatabaseWrapper(base.DatabaseWrapper):
         if _FAST_UTC_LOADER is not None and self.timezone == datetime.UTC:
             params["context"] = _with_fast_loader(params["context"])
         return params
+
+    def init_connection_state(self) -> None:
+        super().init_connection_state()
+        niceness = os.getpriority(os.PRIO_PROCESS, 0) if hasattr(os, "getpriority") else 0
+        if niceness > 0:
+            _share_niceness(self.connection, niceness)
+
+
+_told = False
+
+
+def _share_niceness(connection: Any, niceness: int) -> None:
+    """Give this connection's backend `niceness`, when it is a process of this host."""
+    global _told
+    pid = connection.info.backend_pid
+    try:
+        ours = _is_own_backend(connection.pgconn.socket, pid)
+        if ours:
+            os.setpriority(os.PRIO_PROCESS, pid, niceness)
+            return
+        reason = "it is not a process of this host"
+    except OSError as exc:  # no /proc, not allowed to renice, the backend gone
+        reason = f"{type(exc).__name__}: {exc.strerror or exc}"
+    if not _told:
+        _told = True
+        logger.info(
+            "PostgreSQL backends keep their priority (niceness %d not shared): %s", niceness, reason
+        )
+
+
+def _is_own_backend(fd: int, pid: int) -> bool:
+    """Whether process `pid` of this host is the server end of the socket `fd`."""
+    with socket.socket(fileno=os.dup(fd)) as sock:
+        if sock.family == socket.AF_UNIX:
+            credentials = sock.getsockopt(
+                socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")
+            )
+            server = struct.unpack("3i", credentials)[0]
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            parent = int(stat.rsplit(")", 1)[1].split()[1])  # after the command's name
+            return server > 0 and parent == server
+        host, port = sock.getsockname()[:2]
+    # PostgreSQL's process title names the client: "... 127.0.0.1(46186) idle".
+    title = Path(f"/proc/{pid}/cmdline").read_bytes()
+    return f" {host}({port}) ".encode() in title.replace(b"\0", b" ")

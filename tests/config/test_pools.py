@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.db import connection
 from django.test import Client
 from rest_framework.test import APIClient
 
@@ -106,3 +107,15 @@ def test_a_real_ingest_pool_runs_niced_and_answers_only_its_urls(
         with urllib.request.urlopen(request, timeout=30) as response:
             assert response.status == 200
             assert json.load(response)["accepted"] == 1
+        # Its PostgreSQL backend, which does most of a batch's work, runs niced too (the
+        # database is on this host); this test's own backend keeps its priority.
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+                "AND backend_type = 'client backend' AND pid <> pg_backend_pid()"
+            )
+            backends = [pid for (pid,) in cursor.fetchall()]
+            cursor.execute("SELECT pg_backend_pid()")
+            (own,) = cursor.fetchone()
+        assert _nice(os.getpid()) + 7 in {_nice(pid) for pid in backends}
+        assert _nice(own) == _nice(os.getpid())

@@ -1,0 +1,66 @@
+"""config.postgresql: Django's PostgreSQL backend with timestamps read by psycopg's C loader,
+and a niced process's backend niced too (the pool test runs that against a real pool)."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+from django.db import connection
+from psycopg.pq import Format
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = [pytest.mark.services("postgres"), pytest.mark.django_db]
+
+
+def test_timestamps_come_back_as_django_would_give_them() -> None:
+    from config.postgresql.base import _UtcTimestamptzLoader
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT TIMESTAMPTZ '2026-12-01 10:00:00.123456+09', NULL::timestamptz")
+        moment, missing = cursor.fetchone()
+        loader = cursor.connection.adapters.get_loader(
+            cursor.connection.adapters.types["timestamptz"].oid, Format.TEXT
+        )
+    assert loader is _UtcTimestamptzLoader
+    assert moment == datetime.datetime(2026, 12, 1, 1, 0, 0, 123456, tzinfo=datetime.UTC)
+    assert moment.tzinfo is datetime.UTC and missing is None
+
+
+def test_a_process_that_is_not_the_backend_is_never_reniced() -> None:
+    from config.postgresql.base import _is_own_backend
+
+    connection.ensure_connection()
+    fd = connection.connection.pgconn.socket
+    assert _is_own_backend(fd, connection.connection.info.backend_pid)
+    assert not _is_own_backend(fd, os.getpid())
+    assert not _is_own_backend(fd, os.getppid())
+
+
+def test_a_niced_process_gives_its_backend_its_niceness() -> None:
+    settings = connection.settings_dict
+    user = quote(settings["USER"]) + (
+        f":{quote(settings['PASSWORD'])}" if settings["PASSWORD"] else ""
+    )
+    host = quote(settings["HOST"] or "127.0.0.1", safe="")  # a socket directory is a path
+    url = f"postgres://{user}@{host}:{settings['PORT'] or 5432}/{settings['NAME']}"
+    script = (
+        "import os; os.nice(3); import django; django.setup();"
+        "from django.db import connection; connection.ensure_connection();"
+        "pid = connection.connection.info.backend_pid;"
+        "print(os.getpriority(os.PRIO_PROCESS, 0), os.getpriority(os.PRIO_PROCESS, pid))"
+    )
+    env = {**os.environ, "DATABASE_URL": url, "DJANGO_DEBUG": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    process, backend = map(int, done.stdout.split()[-2:])
+    assert process == backend == os.getpriority(os.PRIO_PROCESS, 0) + 3
