@@ -37,7 +37,7 @@ from psycopg.pq import Format
 
 logger = logging.getLogger(__name__)
 
-_C_LOADER: Any = adapters.get_loader(base.TIMESTAMPTZ_OID, Format.TEXT)
+_C_LOADER: Any = adapters.get_loader(adapters.types["timestamptz"].oid, Format.TEXT)
 
 
 class _UtcTimestamptzLoader(adapt.Loader):
@@ -46,7 +46,7 @@ class _UtcTimestamptzLoader(adapt.Loader):
 
     timezone = datetime.UTC
 
-    def __init__(self, oid: int, context: adapt.AdaptContext | None = None) -> None:
+    def __init__(self, oid: int, context: Any = None) -> None:
         super().__init__(oid, context)
         self.load = _C_LOADER(oid, context).load  # type: ignore[method-assign]
 
@@ -55,13 +55,15 @@ class _UtcTimestamptzLoader(adapt.Loader):
 
 
 # Without psycopg's C implementation the loader registered globally is the Python one.
-_FAST_UTC_LOADER = None if _C_LOADER.__module__.startswith("psycopg.") else _UtcTimestamptzLoader
+_FAST_UTC_LOADER: type[adapt.Loader] | None = (
+    None if _C_LOADER.__module__.startswith("psycopg.") else _UtcTimestamptzLoader
+)
 
 
 @functools.lru_cache
-def _with_fast_loader(template: adapt.AdaptersMap) -> adapt.AdaptersMap:
+def _with_fast_loader(template: adapt.AdaptersMap, loader: type[adapt.Loader]) -> adapt.AdaptersMap:
     context = adapt.AdaptersMap(template)
-    context.register_loader("timestamptz", _FAST_UTC_LOADER)
+    context.register_loader("timestamptz", loader)
     return context
 
 
@@ -69,7 +71,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
     def get_connection_params(self) -> dict[str, Any]:
         params = super().get_connection_params()
         if _FAST_UTC_LOADER is not None and self.timezone == datetime.UTC:
-            params["context"] = _with_fast_loader(params["context"])
+            params["context"] = _with_fast_loader(params["context"], _FAST_UTC_LOADER)
         return params
 
     def init_connection_state(self) -> None:
