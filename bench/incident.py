@@ -62,7 +62,6 @@ if str(ROOT) not in sys.path:
 from bench.ingest import (  # noqa: E402
     ServerConfig,
     app_env,
-    database_name,
     encode_batches,
     ensure_database,
     manage,
@@ -73,6 +72,7 @@ from bench.triage_scale import (  # noqa: E402
     Traffic,
     copy_database,
     copy_url,
+    drop_database,
     load,
     record_count,
     vacuum_analyze,
@@ -110,17 +110,6 @@ def fresh_copy(database_url: str) -> str:
     with psycopg.connect(target, autocommit=True) as conn:
         conn.execute("CHECKPOINT")
     return target
-
-
-def drop_database(database_url: str) -> None:
-    import psycopg
-    from psycopg import sql
-
-    name, maintenance = database_name(database_url)
-    with psycopg.connect(maintenance, autocommit=True) as conn:
-        conn.execute(
-            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-        )
 
 
 def credentials() -> tuple[str, str]:

@@ -337,17 +337,26 @@ def copy_url(database_url: str, size: int | str) -> str:
     return urllib.parse.urlunsplit(parts._replace(path=f"{parts.path.rstrip('/')}_{size}"))
 
 
+def drop_database(database_url: str) -> None:
+    import psycopg
+    from psycopg import sql
+
+    name, maintenance = database_name(database_url)
+    with psycopg.connect(maintenance, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+        )
+
+
 def copy_database(source_url: str, target_url: str, *, quiet: bool = False) -> None:
     """CREATE DATABASE target TEMPLATE source (a file copy: seconds, not a reload)."""
     import psycopg
     from psycopg import sql
 
+    drop_database(target_url)
     source, maintenance = database_name(source_url)
     target, _ = database_name(target_url)
     with psycopg.connect(maintenance, autocommit=True) as conn:
-        conn.execute(
-            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(target))
-        )
         # A template must have no other sessions: autovacuum may have started one.
         conn.execute(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "

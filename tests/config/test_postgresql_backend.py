@@ -8,11 +8,12 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from urllib.parse import quote
 
 import pytest
 from django.db import connection
 from psycopg.pq import Format
+
+from tests.faults.processes import base_env
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -44,19 +45,13 @@ def test_a_process_that_is_not_the_backend_is_never_reniced() -> None:
 
 
 def test_a_niced_process_gives_its_backend_its_niceness() -> None:
-    settings = connection.settings_dict
-    user = quote(settings["USER"]) + (
-        f":{quote(settings['PASSWORD'])}" if settings["PASSWORD"] else ""
-    )
-    host = quote(settings["HOST"] or "127.0.0.1", safe="")  # a socket directory is a path
-    url = f"postgres://{user}@{host}:{settings['PORT'] or 5432}/{settings['NAME']}"
     script = (
         "import os; os.nice(3); import django; django.setup();"
         "from django.db import connection; connection.ensure_connection();"
         "pid = connection.connection.info.backend_pid;"
         "print(os.getpriority(os.PRIO_PROCESS, 0), os.getpriority(os.PRIO_PROCESS, pid))"
     )
-    env = {**os.environ, "DATABASE_URL": url, "DJANGO_DEBUG": "1"}
+    env = base_env()  # this test's database
     done = subprocess.run(
         [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
         timeout=120,
