@@ -19,6 +19,9 @@ What one run does:
    and the senders on the ingest pool (``TRIAGE_POOL=ingest``: gthread workers, niced,
    a bounded number of batches each); (c0) the same without the lower CPU priority
    (``TRIAGE_INGEST_NICE=0``); (d) the senders alone on the ingest pool.
+   Before each run's clock starts, its pools are warmed up, untimed: every page twice
+   from ``--web-workers`` viewers at once and one batch from each sender, so that no run's
+   p95 is made of its new workers' first requests and its new copy's cold blocks.
    A viewer requests ``/``, ``/?window=7d``, ``/?window=1h`` and ``/receipts/`` in turn
    over HTTP with a session cookie, reading each page for ``--think`` seconds (0.5x to
    1.5x of it, at random) before the next: an operator clicking through the desk in the
@@ -161,7 +164,13 @@ class Tally:
 
 
 def _viewer(
-    port: int, session: str, stop_at: float, tally: Tally, offset: int, think: float
+    port: int,
+    session: str,
+    stop_at: float,
+    tally: Tally,
+    offset: int,
+    think: float,
+    pages: int | None = None,
 ) -> None:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
     headers = {"Cookie": f"sessionid={session}"}
@@ -169,7 +178,7 @@ def _viewer(
     pause = random.Random(offset)
     if think:  # the viewers do not all start on the same instant
         time.sleep(pause.uniform(0, think))
-    while time.monotonic() < stop_at:
+    while time.monotonic() < stop_at and (pages is None or index < offset + pages):
         path = VIEWER_PATHS[index % len(VIEWER_PATHS)]
         index += 1
         started = time.perf_counter()
@@ -191,10 +200,19 @@ def _viewer(
     conn.close()
 
 
-def _sender(port: int, key: str, batches: list[bytes], stop_at: float, tally: Tally) -> None:
+def _sender(
+    port: int,
+    key: str,
+    batches: list[bytes],
+    stop_at: float,
+    tally: Tally,
+    limit: int | None = None,
+) -> None:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
     headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
-    while time.monotonic() < stop_at:
+    sent = 0
+    while time.monotonic() < stop_at and (limit is None or sent < limit):
+        sent += 1
         with tally.lock:
             if not batches:
                 return
@@ -259,6 +277,48 @@ def run_load(
     for thread in threads:
         thread.join()
     return tally
+
+
+def warm_up(
+    *,
+    page_port: int,
+    session: str,
+    workers: int,
+    ingest_port: int | None,
+    key: str,
+    batches: list[bytes],
+) -> None:
+    """Untimed: every page twice from `workers` viewers at once, and one batch from each
+    sender when there are senders, before the clock starts. A run starts on new gunicorn
+    workers (their first requests import and compile what the rest reuse) and a new
+    database copy, whose blocks are not in PostgreSQL's shared buffers yet: without this,
+    each run's first pages are its slowest, and land in its p95 whatever the load."""
+    tally = Tally()
+    stop_at = time.monotonic() + 120
+    threads = [
+        threading.Thread(
+            target=_viewer,
+            args=(page_port, session, stop_at, tally, n, 0.0),
+            kwargs={"pages": 2 * len(VIEWER_PATHS)},
+        )
+        for n in range(workers)
+    ]
+    if ingest_port is not None:
+        threads += [
+            threading.Thread(
+                target=_sender,
+                args=(ingest_port, key, batches, stop_at, tally),
+                kwargs={"limit": 1},
+            )
+            for _ in range(workers)
+        ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    bad = {status: count for status, count in tally.page_status.items() if status != 200}
+    if bad:
+        raise SystemExit(f"warming up: pages answered {bad}")
 
 
 # --- the runs ----------------------------------------------------------------------------------
@@ -344,6 +404,14 @@ def main(argv: list[str] | None = None) -> int:
             feed = sender_batches(per_run, args.batch, tag=uuid.uuid4().hex[:6])
         with pools(run_env, web, ingest if split else None, nice) as (web_port, ingest_port):
             target = ingest_port if split else web_port
+            warm_up(
+                page_port=web_port,
+                session=session,
+                workers=args.web_workers,
+                ingest_port=target if shape is not None else None,
+                key=key,
+                batches=feed,
+            )
             tally = run_load(
                 seconds=args.seconds,
                 viewers=args.viewers,
