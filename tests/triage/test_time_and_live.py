@@ -310,6 +310,22 @@ def test_each_edge_reads_the_shorter_piece_of_its_hour() -> None:
     assert parts.first_hour == late.replace(minute=0)
 
 
+def test_each_edge_is_read_by_its_own_range_of_the_records() -> None:
+    """Edges joined by OR leave the records' group index only the group to seek; once
+    PostgreSQL underestimates the matching groups, it reads every record of every group."""
+    from triage.models import FailureRecord
+    from triage.selectors import _WindowParts
+
+    now = datetime(2026, 12, 1, 19, 7, tzinfo=UTC)
+    parts = _WindowParts.of(now - timedelta(hours=1), now, now=now)
+    record_pieces = [piece for piece in parts.sums(part=0) if piece.model is FailureRecord]
+    assert len(parts.edges) == 2 and len(record_pieces) == 2
+    for piece in record_pieces:
+        sql = str(piece.query)
+        assert " OR " not in sql and sql.count('"occurred_at" >= ') == 1
+        assert sql.count('"occurred_at" < ') == 1
+
+
 def test_a_chosen_zone_follows_the_person_to_their_next_sign_in_at_no_query(
     one_failure: Any, client_as: Any
 ) -> None:
