@@ -285,13 +285,14 @@ def warm_up(
     session: str,
     workers: int,
     ingest_port: int | None,
+    senders: int,
     key: str,
     batches: list[bytes],
 ) -> None:
     """Untimed: every page twice from `workers` viewers at once, and one batch from each
-    sender when there are senders, before the clock starts. A run starts on new gunicorn
-    workers (their first requests import and compile what the rest reuse) and a new
-    database copy, whose blocks are not in PostgreSQL's shared buffers yet: without this,
+    of the `senders` when there is an ingest port, before the clock starts. A run starts
+    on new gunicorn workers (their first requests import and compile what the rest reuse)
+    and a new database copy, whose blocks are not in PostgreSQL's shared buffers yet: without this,
     each run's first pages are its slowest, and land in its p95 whatever the load."""
     tally = Tally()
     stop_at = time.monotonic() + 120
@@ -310,7 +311,7 @@ def warm_up(
                 args=(ingest_port, key, batches, stop_at, tally),
                 kwargs={"limit": 1},
             )
-            for _ in range(workers)
+            for _ in range(senders)
         ]
     for thread in threads:
         thread.start()
@@ -409,6 +410,7 @@ def main(argv: list[str] | None = None) -> int:
                 session=session,
                 workers=args.web_workers,
                 ingest_port=target if shape is not None else None,
+                senders=args.senders,
                 key=key,
                 batches=feed,
             )
