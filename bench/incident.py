@@ -258,18 +258,30 @@ def run_load(
     ingest_port: int | None,
     key: str,
     batches: list[bytes],
+    pages_each: int | None = None,
+    batches_each: int | None = None,
 ) -> Tally:
+    """Viewers and senders until `seconds` have passed, or until each viewer has read
+    `pages_each` pages and each sender has posted `batches_each` batches."""
     tally = Tally()
     stop_at = time.monotonic() + seconds
     threads = []
     if page_port is not None:
         threads += [
-            threading.Thread(target=_viewer, args=(page_port, session, stop_at, tally, n, think))
+            threading.Thread(
+                target=_viewer,
+                args=(page_port, session, stop_at, tally, n, think),
+                kwargs={"pages": pages_each},
+            )
             for n in range(viewers)
         ]
     if ingest_port is not None:
         threads += [
-            threading.Thread(target=_sender, args=(ingest_port, key, batches, stop_at, tally))
+            threading.Thread(
+                target=_sender,
+                args=(ingest_port, key, batches, stop_at, tally),
+                kwargs={"limit": batches_each},
+            )
             for _ in range(senders)
         ]
     for thread in threads:
@@ -292,31 +304,22 @@ def warm_up(
     """Untimed: every page twice from `workers` viewers at once, and one batch from each
     of the `senders` when there is an ingest port, before the clock starts. A run starts
     on new gunicorn workers (their first requests import and compile what the rest reuse)
-    and a new database copy, whose blocks are not in PostgreSQL's shared buffers yet: without this,
-    each run's first pages are its slowest, and land in its p95 whatever the load."""
-    tally = Tally()
-    stop_at = time.monotonic() + 120
-    threads = [
-        threading.Thread(
-            target=_viewer,
-            args=(page_port, session, stop_at, tally, n, 0.0),
-            kwargs={"pages": 2 * len(VIEWER_PATHS)},
-        )
-        for n in range(workers)
-    ]
-    if ingest_port is not None:
-        threads += [
-            threading.Thread(
-                target=_sender,
-                args=(ingest_port, key, batches, stop_at, tally),
-                kwargs={"limit": 1},
-            )
-            for _ in range(senders)
-        ]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    and a new database copy, whose blocks are not in PostgreSQL's shared buffers yet:
+    without this, each run's first pages are its slowest, and land in its p95 whatever
+    the load."""
+    tally = run_load(
+        seconds=120,
+        viewers=workers,
+        think=0.0,
+        page_port=page_port,
+        session=session,
+        senders=senders,
+        ingest_port=ingest_port,
+        key=key,
+        batches=batches,
+        pages_each=2 * len(VIEWER_PATHS),
+        batches_each=1,
+    )
     bad = {status: count for status, count in tally.page_status.items() if status != 200}
     if bad:
         raise SystemExit(f"warming up: pages answered {bad}")
