@@ -9,6 +9,8 @@ from django.conf import settings
 from django.core.wsgi import get_wsgi_application
 from django.urls import get_resolver
 
+from config.priority import give_way
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 application = get_wsgi_application()
 
@@ -23,4 +25,4 @@ gc.freeze()
 # The ingest pool gives way to the pages for CPU: its worker runs at a lower priority. Set
 # here, in the worker's main thread before its request threads start, so they inherit it.
 if settings.TRIAGE_POOL == "ingest" and settings.TRIAGE_INGEST_NICE:
-    os.nice(settings.TRIAGE_INGEST_NICE)
+    give_way(settings.TRIAGE_INGEST_NICE)

@@ -318,3 +318,8 @@ def test_ingest_and_pages_run_as_separately_sized_pools_of_one_image() -> None:
     web_port = web[web.index("--bind") + 1].rsplit(":", 1)[1]
     ingest_port = ingest[ingest.index("--bind") + 1].rsplit(":", 1)[1]
     assert web_port != ingest_port
+    # In containers the niceness orders only the ingest container's own processes: its
+    # weight against the web container is its CPU share (Docker's default is 1024).
+    services = compose()["services"]
+    assert services["ingest"]["cpu_shares"] < 1024
+    assert all("cpu_shares" not in services[name] for name in ("web", "worker", "beat"))

@@ -17,6 +17,7 @@ from django.db import connection
 from django.test import Client
 from rest_framework.test import APIClient
 
+from config.priority import AUTOGROUP_SWITCH
 from tests.factories import failure_item
 from tests.faults.processes import Gunicorn, base_env
 from triage.models import FailureRecord
@@ -96,6 +97,13 @@ def test_a_real_ingest_pool_runs_niced_and_answers_only_its_urls(
             assert response.status == 200  # the worker has loaded the app
         assert _nice(server.worker_pid()) == _nice(os.getpid()) + 7
         assert _nice(server.process.pid) == _nice(os.getpid())  # the master is not niced
+        if AUTOGROUP_SWITCH.read_text().strip() == "1":
+            # Niceness counts only inside a session's autogroup: the worker's is its own.
+            worker = Path(f"/proc/{server.worker_pid()}/autogroup").read_text().split()
+            own = Path("/proc/self/autogroup").read_text().split()
+            assert worker[0] != own[0] and worker[1:] == ["nice", "7"]
+            master = Path(f"/proc/{server.process.pid}/autogroup").read_text().split()
+            assert master[0] != worker[0]  # the master, and so the web pool, keep theirs
         with pytest.raises(urllib.error.HTTPError) as page:
             urllib.request.urlopen(f"{base}/", timeout=10)
         assert page.value.code == 404
