@@ -19,8 +19,9 @@ def give_way(niceness: int) -> None:
     process's niceness only counts against the other processes of its own session. The
     web pool, the ingest pool and PostgreSQL each run in their own session when started
     by systemd, a process manager or ``setsid``, so a niced ingest worker alone would still
-    take its session's full share from the pages: on 2 cores, 4 viewers' page p95 was 2.4x
-    slower under a flood with the ingest pool niced 10, as with it not niced at all. So the
+    take its session's full share from the pages: on 2 cores, 4 viewers' pages under a flood
+    were as slow with the ingest pool niced 10 as with it not niced (p95 358 against 366 ms;
+    with its autogroup niced, 186-248 against 284-362 ms in later runs). So the
     worker starts a session of its own (its autogroup holds only itself) and gives that
     group the niceness. In a container or a systemd unit with its own CPU cgroup,
     autogroups do not apply and the worker's niceness is what counts; there, give the
