@@ -339,7 +339,10 @@ def run_load(
     for thread in threads:
         thread.join()
     if sending is not None:
-        batch_ms, statuses, records, duplicates, ran_out = receive.recv()
+        try:
+            batch_ms, statuses, records, duplicates, ran_out = receive.recv()
+        except EOFError:  # it died before answering; its own traceback is on stderr
+            batch_ms, statuses, records, duplicates, ran_out = [], {}, 0, 0, False
         sending.join()
         if sending.exitcode:
             raise SystemExit(f"the senders' process exited with {sending.exitcode}")
