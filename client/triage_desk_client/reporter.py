@@ -238,13 +238,19 @@ class Reporter:
         False when `timeout` passed first or the desk refuses the key."""
         deadline = time.monotonic() + timeout
         with self._lock:
-            waiting = [(segment, segment.size) for segment in self._spool.segments]
+            # Done with a segment once its acknowledged offset covers what it held now and
+            # every answer for it is counted: the offset moves (and is written to the ack
+            # file) before the answer's counts, so stats() after a True must count them.
+            waiting = [(segment, segment.size, segment.items) for segment in self._spool.segments]
             self._flushing += 1
             self._changed.notify_all()
             try:
                 while True:
                     held = self._spool.segments
-                    if all(seg not in held or seg.acked >= size for seg, size in waiting):
+                    if all(
+                        seg not in held or (seg.acked >= size and seg.answered >= items)
+                        for seg, size, items in waiting
+                    ):
                         return True
                     remaining = deadline - time.monotonic()
                     if remaining <= 0 or self._closed or self._blocked_key == self._api_key:
