@@ -84,6 +84,31 @@ def test_reported_items_reach_the_desk_once_and_leave_the_spool(
     assert list((tmp_path / "spool").iterdir()) == []
 
 
+def test_flush_returns_only_once_the_answers_it_waited_for_are_counted(
+    make_reporter: Callable[..., Reporter], desk: FakeDesk
+) -> None:
+    # The acknowledged offset moves, and is written to the ack file, before the answer is
+    # counted. A wake-up in between (another answer, an append) must not end flush() with
+    # the batch still counted as queued.
+    reporter = make_reporter(batch_size=500, flush_interval=60)
+    flushed = threading.Event()
+    write_ack = reporter._spool.write_ack
+
+    def wake_flush_then_write(segment: Any, offset: int) -> None:
+        with reporter._changed:
+            reporter._changed.notify_all()  # flush() wakes up with the offset already moved
+        flushed.wait(0.5)  # long enough for a flush() that does not wait to return
+        write_ack(segment, offset)
+
+    reporter._spool.write_ack = wake_flush_then_write
+    for number in range(10):
+        reporter.failure(failure(number))
+    assert reporter.flush(10)
+    flushed.set()
+    stats = reporter.stats()
+    assert (stats["sent"], stats["queued"]) == (10, 0)
+
+
 def test_a_batch_goes_when_it_is_full_or_when_flush_interval_passed(
     make_reporter: Callable[..., Reporter], desk: FakeDesk
 ) -> None:
