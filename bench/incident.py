@@ -174,6 +174,22 @@ class Tally:
     ran_out: bool = False  # the senders sent every batch built for the run before its end
     lock: threading.Lock = field(default_factory=threading.Lock)
 
+    def __getstate__(self) -> dict[str, object]:  # sent from the senders' process
+        return {name: value for name, value in vars(self).items() if name != "lock"}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        vars(self).update(state, lock=threading.Lock())
+
+    def merge(self, other: Tally) -> None:
+        with self.lock:
+            self.pages_ms += other.pages_ms
+            self.page_status.update(other.page_status)
+            self.batch_ms += other.batch_ms
+            self.ingest_status.update(other.ingest_status)
+            self.records += other.records
+            self.duplicates += other.duplicates
+            self.ran_out = self.ran_out or other.ran_out
+
 
 def _viewer(
     port: int,
@@ -262,15 +278,17 @@ def _sender(
     conn.close()
 
 
-def _senders(
+def _senders_process(
+    conn: Connection,
     port: int,
     key: str,
     batches: list[bytes],
     stop_at: float,
     senders: int,
     limit: int | None,
-) -> Tally:
-    """`senders` sender threads in this process, until `stop_at` or `limit` batches each."""
+) -> None:
+    """`senders` sender threads until `stop_at` (or `limit` batches each); their tally goes
+    back through `conn`."""
     tally = Tally()
     threads = [
         threading.Thread(target=_sender, args=(port, key, batches, stop_at, tally, limit))
@@ -280,14 +298,7 @@ def _senders(
         thread.start()
     for thread in threads:
         thread.join()
-    return tally
-
-
-def _senders_process(conn: Connection, *args: object) -> None:
-    tally = _senders(*args)  # type: ignore[arg-type]
-    conn.send(
-        (tally.batch_ms, dict(tally.ingest_status), tally.records, tally.duplicates, tally.ran_out)
-    )
+    conn.send(tally)
     conn.close()
 
 
@@ -339,18 +350,11 @@ def run_load(
     for thread in threads:
         thread.join()
     if sending is not None:
-        try:
-            batch_ms, statuses, records, duplicates, ran_out = receive.recv()
-        except EOFError:  # it died before answering; its own traceback is on stderr
-            batch_ms, statuses, records, duplicates, ran_out = [], {}, 0, 0, False
+        with contextlib.suppress(EOFError):  # died before answering: its traceback is out
+            tally.merge(receive.recv())
         sending.join()
         if sending.exitcode:
             raise SystemExit(f"the senders' process exited with {sending.exitcode}")
-        tally.batch_ms += batch_ms
-        tally.ingest_status.update(statuses)
-        tally.records += records
-        tally.duplicates += duplicates
-        tally.ran_out = tally.ran_out or ran_out
     return tally
 
 

@@ -30,7 +30,7 @@ def give_way(niceness: int) -> None:
     try:
         if AUTOGROUP_SWITCH.read_text().strip() != "1":
             return
-        os.setsid()  # a worker is never a process group leader, so this does not fail
+        os.setsid()  # refused only to a process group leader, which a worker never is
     except OSError:
         return
     for _ in range(20):  # the kernel lets unprivileged processes do this ten times a second
