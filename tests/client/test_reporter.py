@@ -85,7 +85,7 @@ def test_reported_items_reach_the_desk_once_and_leave_the_spool(
 
 
 def test_flush_returns_only_once_the_answers_it_waited_for_are_counted(
-    make_reporter: Callable[..., Reporter], desk: FakeDesk
+    make_reporter: Callable[..., Reporter], desk: FakeDesk, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The acknowledged offset moves, and is written to the ack file, before the answer is
     # counted. A wake-up in between (another answer, an append) must not end flush() with
@@ -100,7 +100,7 @@ def test_flush_returns_only_once_the_answers_it_waited_for_are_counted(
         flushed.wait(0.5)  # long enough for a flush() that does not wait to return
         write_ack(segment, offset)
 
-    reporter._spool.write_ack = wake_flush_then_write
+    monkeypatch.setattr(reporter._spool, "write_ack", wake_flush_then_write)
     for number in range(10):
         reporter.failure(failure(number))
     assert reporter.flush(10)
