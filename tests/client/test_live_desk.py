@@ -13,6 +13,7 @@ import dataclasses
 import random
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -145,7 +146,13 @@ def test_a_reporting_process_killed_three_times_stores_every_item_once(
     url = f"http://127.0.0.1:{desk.port}"
     rng = random.Random()
     start = 0
-    for _ in range(3):
+    for round_number in range(3):
+        # The second process meets the desk down: what it reported can only be in its spool
+        # when it is killed, so the third, or the runtime's next start, must send it.
+        desk_down = round_number == 1
+        if desk_down:
+            desk.stop()
+        round_start = start
         child = subprocess.Popen(
             [sys.executable, str(script), url, key, str(spool), str(start), str(total)],
             stdout=subprocess.PIPE,
@@ -162,6 +169,13 @@ def test_a_reporting_process_killed_three_times_stores_every_item_once(
         # run starts after it (a number reported but not printed is reported again).
         start = (numbers[-1] + 1) if numbers else start
         assert start < total, "the kill came after the last report: kill sooner"
+        if desk_down:
+            assert start > round_start, "the process was killed before it reported anything"
+            on_desk = set(
+                IngestItem.objects.filter(owner=OWNER).values_list("client_id", flat=True)
+            )
+            assert not on_desk & {f"kill-{n}" for n in range(round_start, start)}
+            desk.start()
 
     # The runtime's next start on the same spool sends what the killed ones left.
     reporter = reporter_for(desk, key, spool, reporters, flush_interval=0.05)
@@ -219,6 +233,60 @@ def test_the_desks_413_and_a_revoked_key_then_a_new_one_lose_and_double_nothing(
     stored = set(IngestItem.objects.filter(owner=OWNER).values_list("client_id", flat=True))
     assert stored == {f"limit-{number}" for number in range(400)}
     assert_counters_match_a_recount(400)
+
+
+def test_the_desks_503_busy_is_waited_out_for_its_retry_after_and_loses_nothing(
+    make_api_key: Callable[..., str],
+    tmp_path: Path,
+    reporters: list[Reporter],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An ingest pool with one batch slot and no wait for it answers the reporter's second
+    batch in flight 503 ingest_busy with Retry-After: that sender waits as long before it
+    sends again, and every item is stored once."""
+    key = make_api_key(OWNER)
+    log_dir = tmp_path / "gunicorn"
+    log_dir.mkdir()
+    busy_env = base_env(
+        TRIAGE_POOL="ingest",
+        TRIAGE_INGEST_CONCURRENT_BATCHES="1",
+        TRIAGE_INGEST_SLOT_WAIT_SECONDS="0",
+    )
+    answers: list[tuple[int, float, float, int, str | None]] = []
+    with Gunicorn.serving(env=busy_env, log_dir=log_dir, threads=4) as busy:
+        reporter = Reporter(
+            f"http://127.0.0.1:{busy.port}",
+            key,
+            spool_dir=str(tmp_path / "spool"),
+            batch_size=50,
+            flush_interval=60,
+            max_in_flight=2,
+        )
+        reporters.append(reporter)
+        post = reporter._post
+
+        def timed_post(body: bytes, api_key: str) -> tuple[int, str | None, bytes]:
+            started = time.monotonic()
+            status, retry_after, data = post(body, api_key)
+            answers.append((threading.get_ident(), started, time.monotonic(), status, retry_after))
+            return status, retry_after, data
+
+        monkeypatch.setattr(reporter, "_post", timed_post)
+        for number in range(600):
+            reporter.failure(killed_item(number), id=f"busy-{number}")
+        assert reporter.flush(120), reporter.stats()
+
+    refused = [answer for answer in answers if answer[3] == 503]
+    assert refused, "two batches in flight never met: nothing was answered 503"
+    for thread, _, answered_at, _, retry_after in refused:
+        assert retry_after is not None and float(retry_after) >= 1
+        later = [answer[1] for answer in answers if answer[0] == thread and answer[1] > answered_at]
+        assert later and min(later) - answered_at >= float(retry_after) * 0.99
+    stats = reporter.stats()
+    assert (stats["sent"], stats["duplicate"], stats["rejected"], stats["queued"]) == (600, 0, 0, 0)
+    stored = set(IngestItem.objects.filter(owner=OWNER).values_list("client_id", flat=True))
+    assert stored == {f"busy-{number}" for number in range(600)}
+    assert_counters_match_a_recount(600)
 
 
 def _call_tool(collection: LoadedCollection, base_url: str) -> Callable[[str, dict], Any]:

@@ -9,6 +9,8 @@ import fcntl
 import logging
 import math
 import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -286,6 +288,24 @@ def test_close_leaves_what_was_not_answered_for_the_next_reporter(
     wait_for(lambda: len(desk.stored) == 20)
     assert sorted(desk.stored) == sorted(ids)
     wait_for(lambda: not any(path.exists() for path in left))  # answered: deleted
+
+
+def test_a_process_that_exits_without_close_sends_its_items_at_exit(
+    desk: FakeDesk, tmp_path: Path
+) -> None:
+    # The runtime never calls close(): the reporter's exit hook flushes what was reported.
+    script = (
+        "import sys\n"
+        "from triage_desk_client import Reporter\n"
+        "reporter = Reporter(sys.argv[1], 'good-key', spool_dir=sys.argv[2], flush_interval=60)\n"
+        "for number in range(25):\n"
+        "    reporter.report('failure', f'exit-{number}', {'stage': 'execute'})\n"
+    )
+    subprocess.run(
+        [sys.executable, "-c", script, desk.url, str(tmp_path / "spool")], check=True, timeout=60
+    )
+    assert sorted(desk.stored) == sorted(f"exit-{number}" for number in range(25))
+    assert not segments(tmp_path / "spool")  # answered: nothing left for a next start
 
 
 def test_two_reporters_on_one_spool_never_send_the_same_segment(

@@ -97,12 +97,13 @@ class Gunicorn(_Process):
 
     stop_signal = signal.SIGINT  # quick shutdown; TERM waits for the idle worker's tick
 
-    def __init__(self, *, env: dict[str, str], log_path: Path) -> None:
+    def __init__(self, *, env: dict[str, str], log_path: Path, threads: int = 1) -> None:
         self.port = free_port()
         super().__init__(
             [
                 sys.executable, "-m", "gunicorn", "config.wsgi",
                 "--bind", f"127.0.0.1:{self.port}", "--workers", "1",
+                "--threads", str(threads),  # over 1: a gthread worker, as the ingest pool's
                 "--timeout", "60", "--graceful-timeout", "5",
             ],
             env=env,
@@ -111,9 +112,9 @@ class Gunicorn(_Process):
 
     @classmethod
     @contextmanager
-    def serving(cls, *, env: dict[str, str], log_dir: Path) -> Iterator[Gunicorn]:
+    def serving(cls, *, env: dict[str, str], log_dir: Path, threads: int = 1) -> Iterator[Gunicorn]:
         """A gunicorn listening for the duration of the block, stopped after it."""
-        gunicorn = cls(env=env, log_path=log_dir / "gunicorn.log")
+        gunicorn = cls(env=env, log_path=log_dir / "gunicorn.log", threads=threads)
         try:
             gunicorn.wait_listening()
             yield gunicorn
