@@ -1,4 +1,5 @@
-"""The ingest pool's lower CPU priority (TRIAGE_INGEST_NICE), set by config/wsgi.py."""
+"""The ingest pool's lower CPU priority (TRIAGE_INGEST_NICE): its workers' (config/wsgi.py)
+and their PostgreSQL backends' (config/postgresql/base.py)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,38 @@ import os
 import random
 import time
 from pathlib import Path
+from typing import Protocol
 
 AUTOGROUP_SWITCH = Path("/proc/sys/kernel/sched_autogroup_enabled")
 AUTOGROUP = Path("/proc/self/autogroup")
+
+
+class _Writable(Protocol):
+    def write_text(self, data: str) -> int: ...
+
+
+def autogroups_on() -> bool:
+    """Whether Linux shares the CPU between sessions first (``kernel.sched_autogroup_enabled``)."""
+    try:
+        return AUTOGROUP_SWITCH.read_text().strip() == "1"
+    except OSError:  # not Linux, or a kernel without autogroups
+        return False
+
+
+def nice_autogroup(group: _Writable, niceness: int, *, attempts: int) -> bool:
+    """Write `niceness` to an autogroup file (``/proc/<pid>/autogroup``); False when refused.
+
+    Unprivileged processes may do this ten times a second on the whole host: a refusal for
+    that (EAGAIN) is tried again, up to `attempts` times, after a short random pause."""
+    for _ in range(attempts):
+        try:
+            group.write_text(str(niceness))
+            return True
+        except BlockingIOError:
+            time.sleep(0.05 + random.random() * 0.1)
+        except OSError:
+            return False
+    return False
 
 
 def give_way(niceness: int) -> None:
@@ -27,17 +57,10 @@ def give_way(niceness: int) -> None:
     autogroups do not apply and the worker's niceness is what counts; there, give the
     ingest service a smaller CPU weight too (``cpu_shares`` in docker-compose.yml)."""
     os.nice(niceness)
+    if not autogroups_on():
+        return
     try:
-        if AUTOGROUP_SWITCH.read_text().strip() != "1":
-            return
         os.setsid()  # refused only to a process group leader, which a worker never is
     except OSError:
         return
-    for _ in range(20):  # the kernel lets unprivileged processes do this ten times a second
-        try:
-            AUTOGROUP.write_text(str(niceness))
-            return
-        except BlockingIOError:
-            time.sleep(0.05 + random.random() * 0.1)
-        except OSError:
-            return
+    nice_autogroup(AUTOGROUP, niceness, attempts=20)

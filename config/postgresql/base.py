@@ -18,6 +18,12 @@ touched (its command line names this socket's address and port; over a Unix sock
 parent is the server this socket is connected to), and only where the operating system
 allows it (the same user, or root): elsewhere, a container or another host, it keeps its
 priority and the process logs why, once.
+
+Where Linux's autogroups are on, a process's niceness counts only inside its session's
+autogroup (config/priority.py), and PostgreSQL starts every backend in a session of its
+own: a reniced backend alone in its autogroup still weighs as much as the web worker's
+whole group. So the backend's autogroup is given the niceness too, when the backend leads
+its session (its group then holds it alone; a group it shared would be left as it is).
 """
 
 from __future__ import annotations
@@ -34,6 +40,8 @@ from typing import Any
 from django.db.backends.postgresql import base
 from psycopg import adapt, adapters
 from psycopg.pq import Format
+
+from config import priority
 
 logger = logging.getLogger(__name__)
 
@@ -89,11 +97,18 @@ def _share_niceness(connection: Any, niceness: int) -> None:
     global _told
     pid = connection.info.backend_pid
     try:
-        ours = _is_own_backend(connection.pgconn.socket, pid)
-        if ours:
+        if not _is_own_backend(connection.pgconn.socket, pid):
+            reason = "it is not a process of this host"
+        else:
             os.setpriority(os.PRIO_PROCESS, pid, niceness)
-            return
-        reason = "it is not a process of this host"
+            if not priority.autogroups_on():
+                return
+            if not _leads_its_session(pid):
+                reason = "it shares its session's autogroup, which is left as it is"
+            elif priority.nice_autogroup(Path(f"/proc/{pid}/autogroup"), niceness, attempts=5):
+                return
+            else:
+                reason = "its autogroup refused the niceness"
     except OSError as exc:  # no /proc, not allowed to renice, the backend gone
         reason = f"{type(exc).__name__}: {exc.strerror or exc}"
     if not _told:
@@ -101,6 +116,12 @@ def _share_niceness(connection: Any, niceness: int) -> None:
         logger.info(
             "PostgreSQL backends keep their priority (niceness %d not shared): %s", niceness, reason
         )
+
+
+def _leads_its_session(pid: int) -> bool:
+    """Whether process `pid` started its session (a PostgreSQL backend does)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat.rsplit(")", 1)[1].split()[3]) == pid  # state ppid pgrp session
 
 
 def _is_own_backend(fd: int, pid: int) -> bool:

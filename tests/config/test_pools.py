@@ -127,3 +127,8 @@ def test_a_real_ingest_pool_runs_niced_and_answers_only_its_urls(
             (own,) = cursor.fetchone()
         assert _nice(os.getpid()) + 7 in {_nice(pid) for pid in backends}
         assert _nice(own) == _nice(os.getpid())
+        if AUTOGROUP_SWITCH.read_text().strip() == "1":
+            # Each backend leads a session of its own: its autogroup is niced with it.
+            groups = {Path(f"/proc/{pid}/autogroup").read_text().split()[-1] for pid in backends}
+            assert "7" in groups
+            assert Path(f"/proc/{own}/autogroup").read_text().split()[-1] == "0"

@@ -13,6 +13,7 @@ import pytest
 from django.db import connection
 from psycopg.pq import Format
 
+from config import priority
 from tests.faults.processes import base_env
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,7 +50,8 @@ def test_a_niced_process_gives_its_backend_its_niceness() -> None:
         "import os; os.nice(3); import django; django.setup();"
         "from django.db import connection; connection.ensure_connection();"
         "pid = connection.connection.info.backend_pid;"
-        "print(os.getpriority(os.PRIO_PROCESS, 0), os.getpriority(os.PRIO_PROCESS, pid))"
+        "print(os.getpriority(os.PRIO_PROCESS, 0), os.getpriority(os.PRIO_PROCESS, pid));"
+        "print(open(f'/proc/{pid}/autogroup').read().split()[-1])"
     )
     env = base_env()  # this test's database
     done = subprocess.run(
@@ -57,5 +59,23 @@ def test_a_niced_process_gives_its_backend_its_niceness() -> None:
         timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    process, backend = map(int, done.stdout.split()[-2:])
+    process, backend, group = map(int, done.stdout.split()[-3:])
     assert process == backend == os.getpriority(os.PRIO_PROCESS, 0) + 3
+    if priority.autogroups_on():
+        # The backend leads a session of its own, so its niceness counts only once its
+        # autogroup has it too.
+        assert group == 3
+
+
+def test_only_a_backend_that_leads_its_session_has_its_autogroup_niced() -> None:
+    from config.postgresql.base import _leads_its_session
+
+    connection.ensure_connection()
+    assert _leads_its_session(connection.connection.info.backend_pid)  # as PostgreSQL starts it
+    for new_session in (False, True):
+        child = subprocess.Popen(["sleep", "30"], start_new_session=new_session)
+        try:
+            assert _leads_its_session(child.pid) is new_session
+        finally:
+            child.kill()
+            child.wait()
