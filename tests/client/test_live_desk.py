@@ -84,7 +84,7 @@ def reporters(tmp_path: Path) -> Iterator[list[Reporter]]:
 
 
 def reporter_for(
-    desk: TcpProxy, key: str, spool: Path, made: list[Reporter], **options: Any
+    desk: TcpProxy | Gunicorn, key: str, spool: Path, made: list[Reporter], **options: Any
 ) -> Reporter:
     reporter = Reporter(f"http://127.0.0.1:{desk.port}", key, spool_dir=str(spool), **options)
     made.append(reporter)
@@ -203,15 +203,10 @@ def test_the_desks_413_and_a_revoked_key_then_a_new_one_lose_and_double_nothing(
     log_dir.mkdir()
     with Gunicorn.serving(env=base_env(TRIAGE_INGEST_MAX_ITEMS="40"), log_dir=log_dir) as small:
         # No timed flush: every batch is a whole 100 until flush() is asked for.
-        reporter = Reporter(
-            f"http://127.0.0.1:{small.port}",
-            old_key,
-            spool_dir=str(tmp_path / "spool"),
-            batch_size=100,
-            flush_interval=60,
+        reporter = reporter_for(
+            small, old_key, tmp_path / "spool", reporters, batch_size=100, flush_interval=60,
             max_backoff=0.5,
-        )
-        reporters.append(reporter)
+        )  # fmt: skip
         for number in range(300):
             reporter.failure(killed_item(number), id=f"limit-{number}")
         assert reporter.flush(60), reporter.stats()
@@ -254,15 +249,10 @@ def test_the_desks_503_busy_is_waited_out_for_its_retry_after_and_loses_nothing(
     )
     answers: list[tuple[int, float, float, int, str | None]] = []
     with Gunicorn.serving(env=busy_env, log_dir=log_dir, threads=4) as busy:
-        reporter = Reporter(
-            f"http://127.0.0.1:{busy.port}",
-            key,
-            spool_dir=str(tmp_path / "spool"),
-            batch_size=50,
-            flush_interval=60,
+        reporter = reporter_for(
+            busy, key, tmp_path / "spool", reporters, batch_size=50, flush_interval=60,
             max_in_flight=2,
-        )
-        reporters.append(reporter)
+        )  # fmt: skip
         post = reporter._post
 
         def timed_post(body: bytes, api_key: str) -> tuple[int, str | None, bytes]:
