@@ -37,7 +37,9 @@ What one run does:
    and decoding the answers, and the viewers' pages were timed late by the benchmark
    itself (2.35x against 1.05x for the same desk, 30 s runs on 2026-12-02).
 3. Prints, per run, page p50/p95 and the pages' status codes, ingest records/s and the
-   ingest status codes, then the targets: with the split pools, page p95 under the flood
+   ingest status codes, each page's p50/p95, and the cores the run used: the web pool's
+   and the ingest pool's gunicorn processes, the run's PostgreSQL backends at normal and
+   at lower priority (the ingest pool's), and the whole machine. Then the targets: with the split pools, page p95 under the flood
    within 1.5x of the viewers alone, and ingest at least 0.7x of its rate alone.
    ``--repeat N`` runs N rounds of the five runs, one round after the other, prints each
    round's table and ratios, and judges the targets on the median of the rounds' ratios:
@@ -76,6 +78,9 @@ if str(ROOT) not in sys.path:
 from bench.ingest import (  # noqa: E402
     ServerConfig,
     app_env,
+    children,
+    cpu_ticks,
+    database_backends,
     encode_batches,
     ensure_database,
     manage,
@@ -424,6 +429,7 @@ class Row:
     label: str
     tally: Tally
     seconds: float
+    cpu: Cpu
 
     @property
     def page_p50(self) -> float | None:
@@ -438,17 +444,85 @@ class Row:
         return self.tally.records / self.seconds if self.tally.ingest_status else None
 
 
+@dataclass
+class Pools:
+    web_port: int
+    web_pid: int  # the gunicorn masters
+    ingest_port: int | None = None
+    ingest_pid: int | None = None
+
+
 @contextlib.contextmanager
 def pools(
     env: dict[str, str], web: ServerConfig, ingest: ServerConfig | None, nice: int
-) -> Iterator[tuple[int, int | None]]:
-    with serve("config.wsgi", web, {**env, "TRIAGE_POOL": "web"}) as (web_port, _, _):
+) -> Iterator[Pools]:
+    with serve("config.wsgi", web, {**env, "TRIAGE_POOL": "web"}) as (web_port, _, web_pid):
         if ingest is None:
-            yield web_port, None
+            yield Pools(web_port, web_pid)
             return
         ingest_env = {**env, "TRIAGE_POOL": "ingest", "TRIAGE_INGEST_NICE": str(nice)}
-        with serve("config.wsgi", ingest, ingest_env) as (ingest_port, _, _):
-            yield web_port, ingest_port
+        with serve("config.wsgi", ingest, ingest_env) as (ingest_port, _, ingest_pid):
+            yield Pools(web_port, web_pid, ingest_port, ingest_pid)
+
+
+@dataclass
+class Cpu:
+    """Cores used over a timed run: the whole machine, each pool's gunicorn processes, and
+    the run's PostgreSQL backends by priority (the ingest pool's are niced with it; on the
+    shared pool, and with the ingest pool not niced, all of them count as normal)."""
+
+    machine: float = 0.0
+    web: float = 0.0
+    ingest: float = 0.0
+    backends: float = 0.0
+    niced_backends: float = 0.0
+
+
+def _ticks_and_nice(pid: int) -> tuple[int, int] | None:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return int(fields[11]) + int(fields[12]), int(fields[16])  # utime + stime, nice
+
+
+@contextlib.contextmanager
+def cpu_meter(database_url: str, running: Pools) -> Iterator[Cpu]:
+    """What the block's run used of the CPU, filled in when the block ends (Linux's /proc;
+    zeros elsewhere). A process that ended during the run leaves its last ticks out."""
+
+    def processes() -> dict[str, list[int]]:
+        found = {"web": [running.web_pid, *children(running.web_pid)], "ingest": []}
+        if running.ingest_pid is not None:
+            found["ingest"] = [running.ingest_pid, *children(running.ingest_pid)]
+        found["backends"] = database_backends(database_url)
+        return found
+
+    def ticks() -> dict[int, tuple[int, int]]:
+        read = {pid: _ticks_and_nice(pid) for pids in processes().values() for pid in pids}
+        return {pid: value for pid, value in read.items() if value is not None}
+
+    cpu = Cpu()
+    before, (busy_before, total_before) = ticks(), cpu_ticks()
+    started = time.monotonic()
+    yield cpu
+    after, (busy_after, total_after) = ticks(), cpu_ticks()
+    seconds = time.monotonic() - started
+    hertz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    cores = os.cpu_count() or 1
+    used = {
+        pid: (value - before.get(pid, (0, 0))[0]) / hertz / seconds
+        for pid, (value, _) in after.items()
+    }
+    found = processes()
+    cpu.machine = cores * (busy_after - busy_before) / max(1, total_after - total_before)
+    cpu.web = sum(used.get(pid, 0.0) for pid in found["web"])
+    cpu.ingest = sum(used.get(pid, 0.0) for pid in found["ingest"])
+    for pid in found["backends"]:
+        if pid in after and after[pid][1] > 0:
+            cpu.niced_backends += used[pid]
+        else:
+            cpu.backends += used.get(pid, 0.0)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -507,8 +581,9 @@ def main(argv: list[str] | None = None) -> int:
             # The warm-up's batches are its own: the senders' process pops from its copy of
             # the list, so the run would otherwise send them again (as duplicates).
             warm_feed = [feed.pop() for _ in range(min(args.senders, len(feed)))]
-            with pools(run_env, web, ingest if split else None, nice) as (web_port, ingest_port):
-                target = ingest_port if split else web_port
+            with pools(run_env, web, ingest if split else None, nice) as running:
+                web_port = running.web_port
+                target = running.ingest_port if split else web_port
                 warm_up(
                     page_port=web_port,
                     session=session,
@@ -518,18 +593,19 @@ def main(argv: list[str] | None = None) -> int:
                     key=key,
                     batches=warm_feed,
                 )
-                tally = run_load(
-                    seconds=args.seconds,
-                    viewers=args.viewers,
-                    think=args.think,
-                    page_port=web_port if (with_viewers or shape is None) else None,
-                    session=session,
-                    senders=args.senders,
-                    ingest_port=target if shape is not None else None,
-                    key=key,
-                    batches=feed,
-                )
-            rounds[-1].append(Row(name, label, tally, args.seconds))
+                with cpu_meter(run_env["DATABASE_URL"], running) as cpu:
+                    tally = run_load(
+                        seconds=args.seconds,
+                        viewers=args.viewers,
+                        think=args.think,
+                        page_port=web_port if (with_viewers or shape is None) else None,
+                        session=session,
+                        senders=args.senders,
+                        ingest_port=target if shape is not None else None,
+                        key=key,
+                        batches=feed,
+                    )
+            rounds[-1].append(Row(name, label, tally, args.seconds, cpu))
     drop_database(copy_url(args.database_url, "incident"))
     return report(rounds, args)
 
@@ -584,7 +660,14 @@ def print_round(rows: list[Row]) -> None:
                 f"{path} {statistics.median(times):.0f}/{p95(times):.0f}"
                 for path, times in sorted(row.tally.path_ms.items())
             )
-            print(f"  {row.label[:4].strip()} by page, p50/p95 ms: {paths}")
+            print(f"  ({row.name}) by page, p50/p95 ms: {paths}")
+    for row in rows:  # who had the cores
+        cpu = row.cpu
+        print(
+            f"  ({row.name}) cores used: web pool {cpu.web:.2f} + backends {cpu.backends:.2f}, "
+            f"ingest pool {cpu.ingest:.2f} + niced backends {cpu.niced_backends:.2f}; "
+            f"the machine {cpu.machine:.2f} of {os.cpu_count()}"
+        )
     found = ratios(rows)
     shared = f"shared pool {found.shared_pages:.2f}x, " if found.shared_pages else ""
     print(
