@@ -445,8 +445,10 @@ def children(parent: int) -> list[int]:
     return found
 
 
-def database_backends(database_url: str) -> list[int]:
+def database_backends(database_url: str | None) -> list[int]:
     """The PostgreSQL backends connected to this database but our own ([] where unreadable)."""
+    if not database_url:
+        return []
     with contextlib.suppress(Exception):  # without them, the CPU figures leave PostgreSQL out
         import psycopg
 
@@ -465,7 +467,7 @@ def benchmark_pids(server_pid: int) -> list[int]:
         os.getpid(),
         server_pid,
         *children(server_pid),
-        *database_backends(os.environ["DATABASE_URL"]),
+        *database_backends(os.environ.get("DATABASE_URL")),
     ]
 
 
