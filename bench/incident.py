@@ -39,8 +39,9 @@ What one run does:
 3. Prints, per run, page p50/p95 and the pages' status codes, ingest records/s and the
    ingest status codes, each page's p50/p95, and the cores the run used: the web pool's
    and the ingest pool's gunicorn processes, the run's PostgreSQL backends at normal and
-   at lower priority (the ingest pool's), and the whole machine. Then the targets: with the split pools, page p95 under the flood
-   within 1.5x of the viewers alone, and ingest at least 0.7x of its rate alone.
+   at lower priority (the ingest pool's), and the whole machine. Then the targets: with
+   the split pools, page p95 under the flood within 1.5x of the viewers alone, and ingest
+   at least 0.7x of its rate alone.
    ``--repeat N`` runs N rounds of the five runs, one round after the other, prints each
    round's table and ratios, and judges the targets on the median of the rounds' ratios:
    on a noisy host the viewers-alone run alone moved by 1.4x between rounds minutes
