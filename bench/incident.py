@@ -85,6 +85,7 @@ from bench.ingest import (  # noqa: E402
     encode_batches,
     ensure_database,
     manage,
+    proc_stat,
     serve,
 )
 from bench.triage_scale import (  # noqa: E402
@@ -479,51 +480,39 @@ class Cpu:
     niced_backends: float = 0.0
 
 
-def _ticks_and_nice(pid: int) -> tuple[int, int] | None:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return int(fields[11]) + int(fields[12]), int(fields[16])  # utime + stime, nice
-
-
 @contextlib.contextmanager
 def cpu_meter(database_url: str, running: Pools) -> Iterator[Cpu]:
     """What the block's run used of the CPU, filled in when the block ends (Linux's /proc;
     zeros elsewhere). A process that ended during the run leaves its last ticks out."""
 
-    def processes() -> dict[str, list[int]]:
-        found = {"web": [running.web_pid, *children(running.web_pid)], "ingest": []}
+    def snapshot() -> dict[int, tuple[str, int, int]]:
+        """Each process of the run: (its part, user + system ticks so far, its nice)."""
+        parts = {"web": [running.web_pid, *children(running.web_pid)]}
         if running.ingest_pid is not None:
-            found["ingest"] = [running.ingest_pid, *children(running.ingest_pid)]
-        found["backends"] = database_backends(database_url)
+            parts["ingest"] = [running.ingest_pid, *children(running.ingest_pid)]
+        parts["backends"] = database_backends(database_url)
+        found = {}
+        for part, pids in parts.items():
+            for pid in pids:
+                if (fields := proc_stat(pid)) is not None:
+                    found[pid] = (part, int(fields[11]) + int(fields[12]), int(fields[16]))
         return found
 
-    def ticks() -> dict[int, tuple[int, int]]:
-        read = {pid: _ticks_and_nice(pid) for pids in processes().values() for pid in pids}
-        return {pid: value for pid, value in read.items() if value is not None}
-
     cpu = Cpu()
-    before, (busy_before, total_before) = ticks(), cpu_ticks()
+    before, (busy_before, total_before) = snapshot(), cpu_ticks()
     started = time.monotonic()
     yield cpu
-    after, (busy_after, total_after) = ticks(), cpu_ticks()
+    after, (busy_after, total_after) = snapshot(), cpu_ticks()
     seconds = time.monotonic() - started
     hertz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-    cores = os.cpu_count() or 1
-    used = {
-        pid: (value - before.get(pid, (0, 0))[0]) / hertz / seconds
-        for pid, (value, _) in after.items()
-    }
-    found = processes()
-    cpu.machine = cores * (busy_after - busy_before) / max(1, total_after - total_before)
-    cpu.web = sum(used.get(pid, 0.0) for pid in found["web"])
-    cpu.ingest = sum(used.get(pid, 0.0) for pid in found["ingest"])
-    for pid in found["backends"]:
-        if pid in after and after[pid][1] > 0:
-            cpu.niced_backends += used[pid]
-        else:
-            cpu.backends += used.get(pid, 0.0)
+    cpu.machine = (
+        (os.cpu_count() or 1) * (busy_after - busy_before) / max(1, total_after - total_before)
+    )
+    for pid, (part, ticks, nice) in after.items():
+        used = (ticks - before.get(pid, (part, 0, 0))[1]) / hertz / seconds
+        if part == "backends" and nice > 0:  # the ingest pool's, niced with it
+            part = "niced_backends"
+        setattr(cpu, part, getattr(cpu, part) + used)
 
 
 def main(argv: list[str] | None = None) -> int:

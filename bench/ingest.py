@@ -416,16 +416,23 @@ def cpu_ticks() -> tuple[int, int]:
     return total - idle, total
 
 
+def proc_stat(pid: int | str) -> list[str] | None:
+    """The fields of /proc/<pid>/stat after the command's name (state, ppid, ..., utime at
+    11, stime at 12, nice at 16), or None for a process gone or unreadable."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
 def process_ticks(pids: list[int]) -> int:
     """user + system clock ticks used so far by these processes (those still readable)."""
     total = 0
     for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        total += int(fields[11]) + int(fields[12])  # utime, stime
+        fields = proc_stat(pid)
+        if fields is not None:
+            total += int(fields[11]) + int(fields[12])  # utime, stime
     return total
 
 
@@ -434,14 +441,8 @@ def children(parent: int) -> list[int]:
     found = []
     with contextlib.suppress(OSError):
         for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            with (
-                contextlib.suppress(OSError, IndexError, ValueError),
-                open(f"/proc/{entry}/stat") as stat,
-            ):
-                if int(stat.read().rsplit(")", 1)[1].split()[1]) == parent:
-                    found.append(int(entry))
+            if entry.isdigit() and (fields := proc_stat(entry)) and int(fields[1]) == parent:
+                found.append(int(entry))
     return found
 
 

@@ -118,10 +118,15 @@ def _share_niceness(connection: Any, niceness: int) -> None:
         )
 
 
+def _stat(pid: int) -> list[str]:
+    """The fields of /proc/<pid>/stat after the command's name (which may hold spaces):
+    state, ppid, pgrp, session, ..."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
 def _leads_its_session(pid: int) -> bool:
     """Whether process `pid` started its session (a PostgreSQL backend does)."""
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    return int(stat.rsplit(")", 1)[1].split()[3]) == pid  # state ppid pgrp session
+    return int(_stat(pid)[3]) == pid
 
 
 def _is_own_backend(fd: int, pid: int) -> bool:
@@ -132,9 +137,7 @@ def _is_own_backend(fd: int, pid: int) -> bool:
                 socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")
             )
             server = struct.unpack("3i", credentials)[0]
-            stat = Path(f"/proc/{pid}/stat").read_text()
-            parent = int(stat.rsplit(")", 1)[1].split()[1])  # after the command's name
-            return server > 0 and parent == server
+            return server > 0 and int(_stat(pid)[1]) == server  # its parent
         host, port = sock.getsockname()[:2]
     # PostgreSQL's process title names the client: "... 127.0.0.1(46186) idle".
     title = Path(f"/proc/{pid}/cmdline").read_bytes()
