@@ -767,7 +767,9 @@ def serve(app: str, config: ServerConfig, env: dict[str, str]) -> Iterator[tuple
     """Run gunicorn on a free port until the block ends.
 
     Yields (port, log, pid) once /healthz answers 200; log is the server's output (a file).
+    The pool ingests as many batches at once as it has workers, as docker-compose.yml's.
     """
+    env = {"TRIAGE_INGEST_CONCURRENT_BATCHES": str(config.workers), **env}
     port = free_port()
     with tempfile.TemporaryFile(mode="w+") as log:
         process = subprocess.Popen(

@@ -299,9 +299,10 @@ TRIAGE_INGEST_MAX_ITEMS = env_int("TRIAGE_INGEST_MAX_ITEMS", 1000, minimum=1)
 # Arrays and objects nested deeper than this are refused wherever JSON (or a YAML spec) is
 # read: the ingest API and command, case and spec imports, the case form.
 TRIAGE_JSON_MAX_DEPTH = env_int("TRIAGE_JSON_MAX_DEPTH", 64, minimum=1)
-# Batches one process works on at once; a request that finds every slot taken for this long
-# is answered 503 ingest_busy with Retry-After instead of queueing without bound.
-TRIAGE_INGEST_CONCURRENT_BATCHES = env_int("TRIAGE_INGEST_CONCURRENT_BATCHES", 1, minimum=1)
+# Batches one pool (the workers of one gunicorn master) works on at once, whichever workers
+# hold the connections; a request that finds every slot taken for this long is answered 503
+# ingest_busy with Retry-After instead of queueing without bound. About the cores given to it.
+TRIAGE_INGEST_CONCURRENT_BATCHES = env_int("TRIAGE_INGEST_CONCURRENT_BATCHES", 2, minimum=1)
 TRIAGE_INGEST_SLOT_WAIT_SECONDS = env_float("TRIAGE_INGEST_SLOT_WAIT_SECONDS", 2.0)
 if TRIAGE_INGEST_SLOT_WAIT_SECONDS < 0:
     raise ImproperlyConfigured("TRIAGE_INGEST_SLOT_WAIT_SECONDS must be 0 or more.")

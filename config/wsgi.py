@@ -22,6 +22,12 @@ application = get_wsgi_application()
 get_resolver().url_patterns  # noqa: B018
 gc.freeze()
 
+# The workers of one master share its batch slots (triage/capacity.py): a batch takes any free
+# slot of the pool, whichever worker holds its connection.
+from triage.capacity import share_with_pool  # noqa: E402 (needs the apps loaded above)
+
+share_with_pool(os.getppid())
+
 # The ingest pool gives way to the pages for CPU: its worker runs at a lower priority. Set
 # here, in the worker's main thread before its request threads start, so they inherit it.
 if settings.TRIAGE_POOL == "ingest" and settings.TRIAGE_INGEST_NICE:

@@ -3,6 +3,7 @@ only the ingest doors and /healthz, at a lower CPU priority."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
@@ -19,7 +20,7 @@ from rest_framework.test import APIClient
 
 from config.priority import AUTOGROUP_SWITCH
 from tests.factories import failure_item
-from tests.faults.processes import Gunicorn, base_env
+from tests.faults.processes import Gunicorn, base_env, wait_until
 from triage.models import FailureRecord
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -109,7 +110,8 @@ def test_a_real_ingest_pool_runs_niced_and_answers_only_its_urls(
             worker = _autogroup(server.worker_pid())
             assert worker[0] not in {_autogroup("self")[0], "root"}
             assert worker[1:] == ["nice", "7"]
-            assert _autogroup(server.process.pid)[0] != worker[0]  # the master, and so the web pool, keep theirs
+            # The master, and so the web pool, keep theirs.
+            assert _autogroup(server.process.pid)[0] != worker[0]
         with pytest.raises(urllib.error.HTTPError) as page:
             urllib.request.urlopen(f"{base}/", timeout=10)
         assert page.value.code == 404
@@ -137,3 +139,39 @@ def test_a_real_ingest_pool_runs_niced_and_answers_only_its_urls(
             # Each backend leads a session of its own: its autogroup is niced with it.
             assert "7" in {_autogroup(pid)[-1] for pid in backends}
             assert _autogroup(own)[-1] == "0"
+
+
+@pytest.mark.services("postgres")
+@pytest.mark.django_db(transaction=True)
+def test_the_batch_slots_are_the_pools_whichever_worker_holds_the_connection(
+    tmp_path: Path, make_api_key: Any
+) -> None:
+    """A pool of two workers with one slot: while something else of the pool holds that slot,
+    every batch is refused, on whichever worker its connection lands; then served again."""
+    key = make_api_key("pool-runtime")
+    env = base_env(
+        TRIAGE_POOL="ingest", TRIAGE_INGEST_CONCURRENT_BATCHES="1",
+        TRIAGE_INGEST_SLOT_WAIT_SECONDS="0", TMPDIR=str(tmp_path),
+    )  # fmt: skip
+
+    def post() -> int:
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{server.port}/api/v1/ingest",
+            data=json.dumps({"items": [failure_item()]}).encode(),
+            headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return int(response.status)
+        except urllib.error.HTTPError as refused:
+            return refused.code
+
+    with Gunicorn.serving(env=env, log_dir=tmp_path, threads=4, workers=2) as server:
+        assert post() == 200  # a worker has made the pool's slot files
+        wait_until(lambda: len(server.worker_pids()) == 2, timeout=30, what="two workers")
+        slot = tmp_path / f"triage-desk-ingest-{os.getuid()}" / str(server.process.pid) / "slot-0"
+        with slot.open("w") as held:
+            fcntl.flock(held, fcntl.LOCK_EX)
+            answers = [post() for _ in range(12)]  # each on a new connection
+        assert answers == [503] * 12
+        assert post() == 200

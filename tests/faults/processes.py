@@ -97,12 +97,14 @@ class Gunicorn(_Process):
 
     stop_signal = signal.SIGINT  # quick shutdown; TERM waits for the idle worker's tick
 
-    def __init__(self, *, env: dict[str, str], log_path: Path, threads: int = 1) -> None:
+    def __init__(
+        self, *, env: dict[str, str], log_path: Path, threads: int = 1, workers: int = 1
+    ) -> None:
         self.port = free_port()
         super().__init__(
             [
                 sys.executable, "-m", "gunicorn", "config.wsgi",
-                "--bind", f"127.0.0.1:{self.port}", "--workers", "1",
+                "--bind", f"127.0.0.1:{self.port}", "--workers", str(workers),
                 "--threads", str(threads),  # over 1: a gthread worker, as the ingest pool's
                 "--timeout", "60", "--graceful-timeout", "5",
             ],
@@ -112,9 +114,11 @@ class Gunicorn(_Process):
 
     @classmethod
     @contextmanager
-    def serving(cls, *, env: dict[str, str], log_dir: Path, threads: int = 1) -> Iterator[Gunicorn]:
+    def serving(
+        cls, *, env: dict[str, str], log_dir: Path, threads: int = 1, workers: int = 1
+    ) -> Iterator[Gunicorn]:
         """A gunicorn listening for the duration of the block, stopped after it."""
-        gunicorn = cls(env=env, log_path=log_dir / "gunicorn.log", threads=threads)
+        gunicorn = cls(env=env, log_path=log_dir / "gunicorn.log", threads=threads, workers=workers)
         try:
             gunicorn.wait_listening()
             yield gunicorn
@@ -135,8 +139,9 @@ class Gunicorn(_Process):
 
         wait_until(listening, timeout=timeout, what="gunicorn to listen", log=self.log())
 
-    def worker_pid(self) -> int:
-        """The one worker process (gunicorn's master forks it)."""
+    def worker_pids(self) -> list[int]:
+        """The worker processes (gunicorn's master forks them)."""
+        workers = []
         for entry in Path("/proc").iterdir():
             if not entry.name.isdigit():
                 continue
@@ -146,7 +151,13 @@ class Gunicorn(_Process):
                 continue
             # pid (comm) state ppid ...: comm may hold spaces, so split after its ")".
             if int(stat.rsplit(")", 1)[1].split()[1]) == self.process.pid:
-                return int(entry.name)
+                workers.append(int(entry.name))
+        return workers
+
+    def worker_pid(self) -> int:
+        """The one worker process."""
+        for pid in self.worker_pids():
+            return pid
         raise RuntimeError(f"gunicorn {self.process.pid} has no worker\n{self.log()}")
 
 

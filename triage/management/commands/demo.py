@@ -236,13 +236,15 @@ class Command(BaseCommand):
         person_language_set(user=korean, language="ko")
 
     def _start_web(self, port: int, *, pool: str, workers: int) -> subprocess.Popen[bytes]:
-        # As docker-compose.yml: the ingest pool's many threads wait for its one batch slot
-        # and answer 503 ingest_busy after the wait, instead of queueing in gunicorn.
+        # As docker-compose.yml: the ingest pool's many threads wait for one of its batch slots
+        # (one per worker) and answer 503 ingest_busy after the wait, instead of queueing in
+        # gunicorn.
         threads = 16 if pool == "ingest" else 4
+        slots = ["--env", f"TRIAGE_INGEST_CONCURRENT_BATCHES={workers}"] if pool == "ingest" else []
         return subprocess.Popen(
             [
                 sys.executable, "-m", "gunicorn", "config.wsgi",
-                "--env", f"TRIAGE_POOL={pool}",
+                "--env", f"TRIAGE_POOL={pool}", *slots,
                 "--bind", f"127.0.0.1:{port}",
                 "--worker-class", "gthread", "--workers", str(workers),
                 "--threads", str(threads),
