@@ -75,6 +75,7 @@ bench-scale: install
 ## the million-record database of bench-scale is loaded).
 bench-incident: install
 	$(PY) bench/incident.py
+	$(PY) bench/crowded.py
 
 clean:
 	rm -rf var/celery var/test-artifacts

@@ -247,8 +247,10 @@ def _sender(
     stop_at: float,
     tally: Tally,
     limit: int | None = None,
+    conn: http.client.HTTPConnection | None = None,
 ) -> None:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    """Post `batches` until `stop_at`, on `conn` when given (a connection already open)."""
+    conn = conn or http.client.HTTPConnection("127.0.0.1", port, timeout=120)
     headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
     sent = 0
     while time.monotonic() < stop_at and (limit is None or sent < limit):
@@ -449,7 +451,7 @@ class Row:
 @dataclass
 class Pools:
     web_port: int
-    web_pid: int  # the gunicorn masters
+    web_pid: int | None  # the gunicorn masters; no web pool in bench/crowded.py
     ingest_port: int | None = None
     ingest_pid: int | None = None
 
@@ -478,16 +480,44 @@ class Cpu:
     ingest: float = 0.0
     backends: float = 0.0
     niced_backends: float = 0.0
+    # The senders' connections each ingest worker held halfway through the run, most first:
+    # a connection stays with the worker that accepted it, so [2, 0] is one worker serving
+    # both senders (before the slots were the pool's, on that worker's one slot in turn).
+    ingest_connections: list[int] = field(default_factory=list)
+
+
+def connections_by_worker(port: int, master: int) -> list[int]:
+    """Established TCP connections to `port` that each worker of `master` holds, most first
+    (Linux's /proc; empty elsewhere)."""
+    sockets = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()  # sl local remote state ... inode (the 10th)
+                if fields[3] == "01" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                    sockets.add(f"socket:[{fields[9]}]")
+    counts = []
+    for pid in children(master):
+        held = 0
+        with contextlib.suppress(OSError):
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                with contextlib.suppress(OSError):  # closed since the listing
+                    held += os.readlink(f"/proc/{pid}/fd/{fd}") in sockets
+        counts.append(held)
+    return sorted(counts, reverse=True)
 
 
 @contextlib.contextmanager
-def cpu_meter(database_url: str, running: Pools) -> Iterator[Cpu]:
-    """What the block's run used of the CPU, filled in when the block ends (Linux's /proc;
-    zeros elsewhere). A process that ended during the run leaves its last ticks out."""
+def cpu_meter(database_url: str, running: Pools, seconds: float) -> Iterator[Cpu]:
+    """What the block's run of `seconds` used of the CPU, filled in when the block ends
+    (Linux's /proc; zeros elsewhere). A process that ended during the run leaves its last
+    ticks out. Halfway through, it notes which ingest worker holds which connection."""
 
     def snapshot() -> dict[int, tuple[str, int, int]]:
         """Each process of the run: (its part, user + system ticks so far, its nice)."""
-        parts = {"web": [running.web_pid, *children(running.web_pid)]}
+        parts = {}
+        if running.web_pid is not None:
+            parts["web"] = [running.web_pid, *children(running.web_pid)]
         if running.ingest_pid is not None:
             parts["ingest"] = [running.ingest_pid, *children(running.ingest_pid)]
         parts["backends"] = database_backends(database_url)
@@ -499,9 +529,20 @@ def cpu_meter(database_url: str, running: Pools) -> Iterator[Cpu]:
         return found
 
     cpu = Cpu()
+    halfway = None
+    if running.ingest_port is not None and running.ingest_pid is not None:
+        port, master = running.ingest_port, running.ingest_pid
+        halfway = threading.Timer(
+            seconds / 2, lambda: cpu.ingest_connections.extend(connections_by_worker(port, master))
+        )
+        halfway.start()
     before, (busy_before, total_before) = snapshot(), cpu_ticks()
     started = time.monotonic()
-    yield cpu
+    try:
+        yield cpu
+    finally:
+        if halfway is not None:
+            halfway.cancel()
     after, (busy_after, total_after) = snapshot(), cpu_ticks()
     seconds = time.monotonic() - started
     hertz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -583,7 +624,7 @@ def main(argv: list[str] | None = None) -> int:
                     key=key,
                     batches=warm_feed,
                 )
-                with cpu_meter(run_env["DATABASE_URL"], running) as cpu:
+                with cpu_meter(run_env["DATABASE_URL"], running, args.seconds) as cpu:
                     tally = run_load(
                         seconds=args.seconds,
                         viewers=args.viewers,
@@ -653,10 +694,12 @@ def print_round(rows: list[Row]) -> None:
             print(f"  ({row.name}) by page, p50/p95 ms: {paths}")
     for row in rows:  # who had the cores
         cpu = row.cpu
+        held = " + ".join(map(str, cpu.ingest_connections))
         print(
             f"  ({row.name}) cores used: web pool {cpu.web:.2f} + backends {cpu.backends:.2f}, "
             f"ingest pool {cpu.ingest:.2f} + niced backends {cpu.niced_backends:.2f}; "
             f"the machine {cpu.machine:.2f} of {os.cpu_count()}"
+            + (f"; senders' connections by ingest worker {held}" if held else "")
         )
     found = ratios(rows)
     shared = f"shared pool {found.shared_pages:.2f}x, " if found.shared_pages else ""

@@ -103,6 +103,9 @@ def _take(directory: Path, size: int) -> int | None:
         except BlockingIOError:
             os.close(fd)
             continue
+        except BaseException:
+            os.close(fd)
+            raise
         return fd
     return None
 
