@@ -72,7 +72,8 @@ bench-scale: install
 	$(PY) bench/triage_scale.py
 
 ## Pages under an ingest flood: viewers and senders on shared and split pools (~4 min after
-## the million-record database of bench-scale is loaded).
+## the million-record database of bench-scale is loaded), then the ingest pool with its
+## senders' connections on one worker against spread over its workers (~6 min).
 bench-incident: install
 	$(PY) bench/incident.py
 	$(PY) bench/crowded.py

@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/incident.py [--records 1000000] [--seconds 20] [--viewers 4]
         [--think 1] [--senders 2] [--batch 500] [--web-workers 2] [--ingest-workers 2]
-        [--ingest-threads 16] [--nice 10] [--repeat 1] [--runs a,b,c,c0,d]
+        [--ingest-threads 16] [--ingest-slots N] [--nice 10] [--repeat 1] [--runs a,b,c,c0,d]
         [--database-url URL] [--prepare-only]
 
 What one run does:
@@ -17,9 +17,10 @@ What one run does:
    ``--senders`` senders on one shared pool (``--web-workers`` sync workers serving
    everything, the shape before the pools were split); (c) the viewers on the web pool
    and the senders on the ingest pool (``TRIAGE_POOL=ingest``: gthread workers, niced,
-   a bounded number of batches each); (c0) the same without the lower CPU priority
-   (``TRIAGE_INGEST_NICE=0``); (d) the senders alone on the ingest pool. ``--runs a,c,d``
-   leaves out (b) and (c0), which the targets do not need.
+   ``--ingest-slots`` batches at once, one per worker by default, as deployed); (c0) the
+   same without the lower CPU priority (``TRIAGE_INGEST_NICE=0``); (d) the senders alone
+   on the ingest pool. ``--runs a,c,d`` leaves out (b) and (c0), which the targets do not
+   need.
    Before each run's clock starts, its pools are warmed up, untimed: every page twice
    from ``--web-workers`` viewers at once and one batch from each sender, so that no run's
    p95 is made of its new workers' first requests and its new copy's cold blocks.
@@ -458,13 +459,17 @@ class Pools:
 
 @contextlib.contextmanager
 def pools(
-    env: dict[str, str], web: ServerConfig, ingest: ServerConfig | None, nice: int
+    env: dict[str, str], web: ServerConfig, ingest: ServerConfig | None, nice: int, slots: int = 0
 ) -> Iterator[Pools]:
+    """The web pool, and the ingest pool niced `nice` with `slots` batch slots (0: one per
+    worker, as deployed) when `ingest` is given."""
     with serve("config.wsgi", web, {**env, "TRIAGE_POOL": "web"}) as (web_port, _, web_pid):
         if ingest is None:
             yield Pools(web_port, web_pid)
             return
         ingest_env = {**env, "TRIAGE_POOL": "ingest", "TRIAGE_INGEST_NICE": str(nice)}
+        if slots:
+            ingest_env["TRIAGE_INGEST_CONCURRENT_BATCHES"] = str(slots)
         with serve("config.wsgi", ingest, ingest_env) as (ingest_port, _, ingest_pid):
             yield Pools(web_port, web_pid, ingest_port, ingest_pid)
 
@@ -569,6 +574,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--web-workers", type=int, default=2)
     parser.add_argument("--ingest-workers", type=int, default=2)
     parser.add_argument("--ingest-threads", type=int, default=16)  # as deployed
+    parser.add_argument(
+        "--ingest-slots", type=int, default=0, help="the ingest pool's batch slots (0: workers)"
+    )
     parser.add_argument("--nice", type=int, default=10)
     parser.add_argument("--database-url", default=DEFAULT_DATABASE_URL)
     parser.add_argument(
@@ -612,7 +620,7 @@ def main(argv: list[str] | None = None) -> int:
             # The warm-up's batches are its own: the senders' process pops from its copy of
             # the list, so the run would otherwise send them again (as duplicates).
             warm_feed = [feed.pop() for _ in range(min(args.senders, len(feed)))]
-            with pools(run_env, web, ingest if split else None, nice) as running:
+            with pools(run_env, web, ingest if split else None, nice, args.ingest_slots) as running:
                 web_port = running.web_port
                 target = running.ingest_port if split else web_port
                 warm_up(
@@ -714,7 +722,8 @@ def report(rounds: list[list[Row]], args: argparse.Namespace) -> int:
         f"\n{args.viewers} viewers ({_think(args.think)}), {args.senders} senders of "
         f"{args.batch}-item batches, "
         f"{args.seconds:.0f} s each; web pool {args.web_workers} sync workers, ingest pool "
-        f"{args.ingest_workers} gthread workers x {args.ingest_threads} threads"
+        f"{args.ingest_workers} gthread workers x {args.ingest_threads} threads, "
+        f"{args.ingest_slots or args.ingest_workers} batch slots"
     )
     for number, rows in enumerate(rounds, 1):
         print(f"\nround {number} of {len(rounds)}")

@@ -17,6 +17,7 @@ per process that worker served them in turn while the others idled. A slot is an
 from __future__ import annotations
 
 import atexit
+import contextlib
 import fcntl
 import math
 import os
@@ -48,7 +49,8 @@ def share_with_pool(master_pid: int) -> None:
     slots; pools whose master has gone are swept away on the way."""
     global _directory
     parent = Path(tempfile.gettempdir()) / f"triage-desk-ingest-{os.getuid()}"
-    parent.mkdir(mode=0o700, exist_ok=True)
+    with contextlib.suppress(FileExistsError):  # a file or a link there: refused below
+        parent.mkdir(mode=0o700)
     found = parent.lstat()
     if (
         not stat.S_ISDIR(found.st_mode)

@@ -4,10 +4,12 @@ only the ingest doors and /healthz, at a lower CPU priority."""
 from __future__ import annotations
 
 import fcntl
+import http.client
 import json
 import os
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -175,3 +177,68 @@ def test_the_batch_slots_are_the_pools_whichever_worker_holds_the_connection(
             answers = [post() for _ in range(12)]  # each on a new connection
         assert answers == [503] * 12
         assert post() == 200
+
+
+@pytest.mark.services("postgres")
+@pytest.mark.django_db(transaction=True)
+def test_a_batch_refused_503_leaves_its_keep_alive_connection_usable(
+    tmp_path: Path, make_api_key: Any
+) -> None:
+    """A batch refused for want of a slot is answered without its body read: the sender's
+    next batch on the same connection is still served, not met by a reset."""
+    key = make_api_key("pool-runtime")
+    env = base_env(
+        TRIAGE_POOL="ingest", TRIAGE_INGEST_CONCURRENT_BATCHES="1",
+        TRIAGE_INGEST_SLOT_WAIT_SECONDS="0", TMPDIR=str(tmp_path),
+    )  # fmt: skip
+    body = json.dumps({"items": [failure_item() for _ in range(400)]}).encode()
+    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+    with Gunicorn.serving(env=env, log_dir=tmp_path, threads=4) as server:
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+        conn.request("POST", "/api/v1/ingest", body=body, headers=headers)
+        first = conn.getresponse()
+        first.read()
+        assert first.status == 200  # the pool's slot files are made
+        slot = tmp_path / f"triage-desk-ingest-{os.getuid()}" / str(server.process.pid) / "slot-0"
+        with slot.open("w") as held:
+            fcntl.flock(held, fcntl.LOCK_EX)
+            conn.request("POST", "/api/v1/ingest", body=body, headers=headers)
+            refused = conn.getresponse()
+            refused.read()
+        assert refused.status == 503 and refused.getheader("Retry-After") == "1"
+        conn.request("POST", "/api/v1/ingest", body=body, headers=headers)
+        again = conn.getresponse()
+        assert again.status == 200, again.read()[:300]
+        conn.close()
+
+
+@pytest.mark.services("postgres")
+@pytest.mark.django_db(transaction=True)
+def test_a_slow_upload_holds_no_slot(tmp_path: Path, make_api_key: Any) -> None:
+    """The pool's one slot is not held while a sender's body trickles in: another sender's
+    batch is served meanwhile, and the slow one too once its body is complete."""
+    key = make_api_key("pool-runtime")
+    env = base_env(
+        TRIAGE_POOL="ingest", TRIAGE_INGEST_CONCURRENT_BATCHES="1",
+        TRIAGE_INGEST_SLOT_WAIT_SECONDS="0", TMPDIR=str(tmp_path),
+    )  # fmt: skip
+    body = json.dumps({"items": [failure_item() for _ in range(50)]}).encode()
+    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+    with Gunicorn.serving(env=env, log_dir=tmp_path, threads=4) as server:
+        slow = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+        slow.putrequest("POST", "/api/v1/ingest")
+        for name, value in {**headers, "Content-Length": str(len(body))}.items():
+            slow.putheader(name, value)
+        slow.endheaders(body[: len(body) // 2])
+        time.sleep(0.5)  # the server has the headers and half the body, and waits for more
+        fast = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+        fast.request("POST", "/api/v1/ingest", body=body, headers=headers)
+        answer = fast.getresponse()
+        assert answer.status == 200, answer.read()[:300]
+        answer.read()
+        slow.send(body[len(body) // 2 :])
+        finished = slow.getresponse()
+        assert finished.status == 200, finished.read()[:300]
+        assert json.load(finished)["duplicates"] == 50  # the same items: stored once
+        slow.close()
+        fast.close()

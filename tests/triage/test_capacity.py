@@ -173,10 +173,15 @@ def test_a_slot_directory_others_may_enter_is_refused(pool_tmp: Any, mode: int) 
         capacity.share_with_pool(os.getpid())
 
 
-def test_a_symlink_in_place_of_the_slot_directory_is_refused(pool_tmp: Any) -> None:
+def test_a_symlink_or_a_file_in_place_of_the_slot_directory_is_refused(pool_tmp: Any) -> None:
     elsewhere = pool_tmp / "elsewhere"
     elsewhere.mkdir(mode=0o700)
-    (pool_tmp / f"triage-desk-ingest-{os.getuid()}").symlink_to(elsewhere)
+    parent = pool_tmp / f"triage-desk-ingest-{os.getuid()}"
+    parent.symlink_to(elsewhere)
+    with pytest.raises(ImproperlyConfigured):
+        capacity.share_with_pool(os.getpid())
+    parent.unlink()
+    parent.write_text("")
     with pytest.raises(ImproperlyConfigured):
         capacity.share_with_pool(os.getpid())
 

@@ -10,9 +10,9 @@ from rest_framework.views import APIView
 
 from triage.capacity import ingest_slot
 from triage.intake.auth import ApiKeyAuthentication, HasIngestScope
-from triage.intake.errors import InvalidBatch, LengthRequired, PayloadTooLarge, QuotaExceeded
+from triage.intake.errors import InvalidBatch, PayloadTooLarge, QuotaExceeded
 from triage.intake.ingest import batch_ingest
-from triage.intake.parsers import IngestJSONParser
+from triage.intake.parsers import IngestJSONParser, receive_body
 from triage.intake.quota import quota_consume
 from triage.models import ApiKey
 from triage.serializers import IngestRequestSerializer, IngestResponseSerializer
@@ -42,17 +42,11 @@ class IngestApi(APIView):
         },
     )
     def post(self, request: Request) -> Response:
+        receive_body(request, chunked=False)  # before the slot: see receive_body
         with ingest_slot():
             return self._ingest(request)
 
     def _ingest(self, request: Request) -> Response:
-        if (
-            not request.META.get("CONTENT_LENGTH")
-            and "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower()
-        ):
-            # Django reads a body only as far as its Content-Length; without one, a chunked
-            # batch would look empty and get a misleading "invalid batch".
-            raise LengthRequired()
         data = request.data
         if not isinstance(data, dict) or "items" not in data:
             raise InvalidBatch('The body must be {"items": [...]}.', code="invalid_batch")

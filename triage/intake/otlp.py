@@ -45,7 +45,7 @@ from triage.intake.errors import (
 )
 from triage.intake.ingest import CONFLICT, REJECTED, batch_ingest
 from triage.intake.otlp_spans import count_spans, map_export
-from triage.intake.parsers import read_body, take_chunked_body
+from triage.intake.parsers import read_body, receive_body
 from triage.intake.quota import quota_consume
 from triage.json_limits import JSONTooDeep, loads_bounded
 from triage.models import ApiKey
@@ -209,15 +209,12 @@ class OtlpTracesApi(APIView):
         },
     )
     def post(self, request: Request) -> HttpResponse:
+        # Before the slot (see receive_body); OTel's JavaScript exporter sends chunked bodies.
+        receive_body(request, chunked=True)
         with ingest_slot():
             return self._export(request)
 
     def _export(self, request: Request) -> HttpResponse:
-        if (
-            not request.META.get("CONTENT_LENGTH")
-            and "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower()
-        ):
-            take_chunked_body(request)  # OTel's JavaScript exporter sends chunked bodies
         data = request.data
         export = data if isinstance(data, ExportTraceServiceRequest) else None
         if export is None:  # no body at all: DRF hands back an empty mapping

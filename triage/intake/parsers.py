@@ -54,18 +54,48 @@ def _gunzip_limited(data: bytearray, limit: int) -> bytearray:
     return out
 
 
-def read_body(stream: Any, parser_context: Mapping[str, Any] | None) -> bytearray:
-    """The request body, decompressed, within TRIAGE_INGEST_MAX_BODY_BYTES before and after
-    gzip; every door reads its body through here. Notes the sizes on the request."""
+def _read_declared(meta: Mapping[str, Any], stream: Any) -> bytearray:
+    """A body of a declared length, within TRIAGE_INGEST_MAX_BODY_BYTES."""
     limit = settings.TRIAGE_INGEST_MAX_BODY_BYTES
-    request = (parser_context or {}).get("request")
-    meta = request.META if request is not None else {}
     declared = meta.get("CONTENT_LENGTH") or "0"
     if declared.isdigit() and int(declared) > limit:
         raise PayloadTooLarge(f"The body is larger than {limit} bytes.")
-    raw = getattr(request, "ingest_chunked_body", None) if request is not None else None
+    return _read_limited(stream, limit) if stream is not None else bytearray()
+
+
+def receive_body(request: Any, *, chunked: bool) -> None:
+    """Read the raw body now, before the view waits for an ingest slot (triage.capacity).
+
+    Reading goes at the client's pace and costs no CPU: read first, a slow upload holds no
+    slot of the pool, and a batch refused 503 for want of one has been read whole, so its
+    keep-alive connection stays usable (gunicorn drains at most 64 KB of a body the answer
+    left unread, then closes the connection, and the sender's next batch meets a closed
+    socket, or a reset that loses the 503 itself). `chunked`: a chunked body without a
+    Content-Length is taken (the OTLP door) or answered 411 (the native door)."""
+    meta = request.META
+    if (
+        not meta.get("CONTENT_LENGTH")
+        and "chunked" in meta.get("HTTP_TRANSFER_ENCODING", "").lower()
+    ):
+        if not chunked:
+            # Django reads a body only as far as its Content-Length; without one, a chunked
+            # batch would look empty and get a misleading "invalid batch".
+            raise LengthRequired()
+        take_chunked_body(request)
+        return
+    request.ingest_raw_body = _read_declared(meta, request.stream)
+
+
+def read_body(stream: Any, parser_context: Mapping[str, Any] | None) -> bytearray:
+    """The request body, decompressed, within TRIAGE_INGEST_MAX_BODY_BYTES before and after
+    gzip; every door reads its body through here (as received by receive_body, when it
+    was). Notes the sizes on the request."""
+    limit = settings.TRIAGE_INGEST_MAX_BODY_BYTES
+    request = (parser_context or {}).get("request")
+    meta = request.META if request is not None else {}
+    raw = getattr(request, "ingest_raw_body", None) if request is not None else None
     if raw is None:
-        raw = _read_limited(stream, limit) if stream is not None else bytearray()
+        raw = _read_declared(meta, stream)
     if request is not None:
         request.ingest_body_bytes = len(raw)
     encoding = meta.get("HTTP_CONTENT_ENCODING", "").strip().lower()
@@ -94,7 +124,7 @@ def take_chunked_body(request: Any) -> None:
     if not meta.get("wsgi.input_terminated"):
         raise LengthRequired()
     raw = _read_limited(meta["wsgi.input"], settings.TRIAGE_INGEST_MAX_BODY_BYTES)
-    request.ingest_chunked_body = raw
+    request.ingest_raw_body = raw
     meta["CONTENT_LENGTH"] = str(len(raw))  # so the parser is called, and reads `raw`
 
 
