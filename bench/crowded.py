@@ -92,7 +92,10 @@ def run(
 ) -> tuple[Tally, list[int], float]:
     """One run: records tally, connections by worker halfway, the pool's cores."""
     batches = sender_batches(
-        max(20, int(args.seconds * 12_000 / args.batch)), args.batch, tag=uuid.uuid4().hex[:6]
+        max(20, int(args.seconds * 12_000 / args.batch)),
+        args.batch,
+        tag=uuid.uuid4().hex[:6],
+        occurred="month",  # as measured on 2026-12-04
     )
     env = {**env, "DATABASE_URL": fresh_copy(args.database_url), "TRIAGE_POOL": "ingest"}
     one = ServerConfig(1, args.ingest_threads, args.senders)

@@ -3,7 +3,7 @@
     .venv/bin/python bench/incident.py [--records 1000000] [--seconds 20] [--viewers 4]
         [--think 1] [--senders 2] [--batch 500] [--web-workers 2] [--ingest-workers 2]
         [--ingest-threads 16] [--ingest-slots N] [--nice 10] [--repeat 1] [--runs a,b,c,c0,d]
-        [--database-url URL] [--prepare-only]
+        [--occurred now|month] [--database-url URL] [--prepare-only]
 
 What one run does:
 
@@ -31,8 +31,12 @@ What one run does:
    fastest). ``--think 0`` makes every viewer ask again the moment a page arrives: four
    of them then keep both web workers busy all the time, the pages alone saturate the
    machine, and any CPU that ingest gets comes out of the pages' time. A sender posts
-   500-item batches of new failure records (the scale traffic's shape) as fast as the
-   answers come, and waits ``Retry-After`` when told to. The senders run in a process of
+   500-item batches of new failure records (the scale traffic's stages, reasons, tools and
+   bursts) as fast as the answers come, and waits ``Retry-After`` when told to. With
+   ``--occurred now`` (the default since 2026-12-05) each failure is stamped within the
+   last 5 minutes, as runtimes report an incident's failures while they happen; with
+   ``--occurred month`` (every run before) they keep the scale traffic's month, a backfill
+   that rewrites the counters of every hour and day the pages read. The senders run in a process of
    their own (a runtime is another process, on another machine): as threads beside the
    viewers they held this process's interpreter lock while framing their 600 KB bodies
    and decoding the answers, and the viewers' pages were timed late by the benchmark
@@ -69,7 +73,7 @@ import uuid
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from multiprocessing.connection import Connection
 from pathlib import Path
 
@@ -155,16 +159,27 @@ def credentials() -> tuple[str, str]:
     return browser.cookies["sessionid"].value, key
 
 
-def sender_batches(count: int, size: int, *, tag: str) -> list[bytes]:
+RECENT_SECONDS = 300  # --occurred now: how far back an incident's failures are stamped
+
+
+def sender_batches(count: int, size: int, *, tag: str, occurred: str = "now") -> list[bytes]:
     """`count` batches of `size` new failure items (the scale traffic; Quality Lab's source
-    is the desk's own, so a runtime's items say runtime)."""
-    traffic = Traffic.build(datetime.now(UTC))
+    is the desk's own, so a runtime's items say runtime). `occurred`: "now" stamps each in
+    the last RECENT_SECONDS, as runtimes report an incident's failures while they happen;
+    "month" keeps the scale traffic's month, a backfill that rewrites the counters of every
+    hour and day the pages read."""
+    now = datetime.now(UTC)
+    traffic = Traffic.build(now)
+    pick = random.Random(tag)
     batches = []
     for start in range(0, count * size, size):
         items = list(traffic.items(start, size, prefix=f"incident-{tag}"))
         for item in items:
             if item["body"]["source"] == "quality_lab":
                 item["body"]["source"] = "runtime"
+            if occurred == "now":
+                age = timedelta(seconds=pick.uniform(0, RECENT_SECONDS))
+                item["body"]["occurred_at"] = (now - age).isoformat()
         batches += encode_batches(items, size)
     return batches
 
@@ -588,6 +603,12 @@ def main(argv: list[str] | None = None) -> int:
         default=[run[0] for run in RUNS],
         help="which runs of a, b, c, c0, d (comma-separated; the targets need a, c and d)",
     )
+    parser.add_argument(
+        "--occurred",
+        choices=("now", "month"),
+        default="now",
+        help="the flood's failures: in the last minutes (an incident) or over the month",
+    )
     parser.add_argument("--prepare-only", action="store_true")
     args = parser.parse_args(argv)
     unknown = set(args.runs) - {run[0] for run in RUNS}
@@ -616,7 +637,9 @@ def main(argv: list[str] | None = None) -> int:
             split = shape in ("split", "alone")
             feed = []
             if shape is not None:  # built before the clock starts, new ids for every run
-                feed = sender_batches(per_run, args.batch, tag=uuid.uuid4().hex[:6])
+                feed = sender_batches(
+                    per_run, args.batch, tag=uuid.uuid4().hex[:6], occurred=args.occurred
+                )
             # The warm-up's batches are its own: the senders' process pops from its copy of
             # the list, so the run would otherwise send them again (as duplicates).
             warm_feed = [feed.pop() for _ in range(min(args.senders, len(feed)))]
@@ -718,12 +741,17 @@ def print_round(rows: list[Row]) -> None:
 
 
 def report(rounds: list[list[Row]], args: argparse.Namespace) -> int:
+    when = (
+        f"in the last {RECENT_SECONDS // 60} minutes"
+        if args.occurred == "now"
+        else "over the month"
+    )
     print(
         f"\n{args.viewers} viewers ({_think(args.think)}), {args.senders} senders of "
         f"{args.batch}-item batches, "
         f"{args.seconds:.0f} s each; web pool {args.web_workers} sync workers, ingest pool "
         f"{args.ingest_workers} gthread workers x {args.ingest_threads} threads, "
-        f"{args.ingest_slots or args.ingest_workers} batch slots"
+        f"{args.ingest_slots or args.ingest_workers} batch slots; the flood's failures {when}"
     )
     for number, rows in enumerate(rounds, 1):
         print(f"\nround {number} of {len(rounds)}")
