@@ -48,7 +48,8 @@ def share_with_pool(master_pid: int) -> None:
     temporary directory that only this user may enter, so no other account can hold its
     slots; pools whose master has gone are swept away on the way."""
     global _directory
-    parent = Path(tempfile.gettempdir()) / f"triage-desk-ingest-{os.getuid()}"
+    directory = pool_directory(master_pid)
+    parent = directory.parent
     with contextlib.suppress(FileExistsError):  # a file or a link there: refused below
         parent.mkdir(mode=0o700)
     found = parent.lstat()
@@ -64,10 +65,18 @@ def share_with_pool(master_pid: int) -> None:
     for pool in parent.iterdir():
         if pool.name.isdigit() and int(pool.name) != master_pid and not _alive(int(pool.name)):
             shutil.rmtree(pool, ignore_errors=True)
-    directory = parent / str(master_pid)
     directory.mkdir(mode=0o700, exist_ok=True)
     with _lock:
         _directory = directory
+
+
+def pool_directory(master_pid: int) -> Path:
+    """Where the slot files of `master_pid`'s pool are (one file per slot: slot_file)."""
+    return Path(tempfile.gettempdir()) / f"triage-desk-ingest-{os.getuid()}" / str(master_pid)
+
+
+def slot_file(directory: Path, number: int) -> Path:
+    return directory / f"slot-{number}"
 
 
 def _alive(pid: int) -> bool:
@@ -94,7 +103,7 @@ def _slots() -> Path:
 def _take(directory: Path, size: int) -> int | None:
     """An open slot file this thread holds the lock of, or None when all `size` are held."""
     for number in range(size):
-        path = directory / f"slot-{number}"
+        path = slot_file(directory, number)
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         except FileNotFoundError:  # the directory was removed (a cleaner of /tmp): make it again

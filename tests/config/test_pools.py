@@ -9,7 +9,9 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
+import unittest.mock
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -23,6 +25,7 @@ from rest_framework.test import APIClient
 from config.priority import AUTOGROUP_SWITCH
 from tests.factories import failure_item
 from tests.faults.processes import Gunicorn, base_env, wait_until
+from triage import capacity
 from triage.models import FailureRecord
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -143,6 +146,21 @@ def test_a_real_ingest_pool_runs_niced_and_answers_only_its_urls(
             assert _autogroup(own)[-1] == "0"
 
 
+def _one_slot_pool(tmp_path: Path) -> dict[str, str]:
+    """An ingest pool's environment with one batch slot, no wait for it, and its slot files
+    under `tmp_path` (its temporary directory)."""
+    return base_env(
+        TRIAGE_POOL="ingest", TRIAGE_INGEST_CONCURRENT_BATCHES="1",
+        TRIAGE_INGEST_SLOT_WAIT_SECONDS="0", TMPDIR=str(tmp_path),
+    )  # fmt: skip
+
+
+def _the_slot(server: Gunicorn, tmp_path: Path) -> Path:
+    """The one slot file of a pool started with _one_slot_pool(tmp_path)."""
+    with unittest.mock.patch.object(tempfile, "tempdir", str(tmp_path)):
+        return capacity.slot_file(capacity.pool_directory(server.process.pid), 0)
+
+
 @pytest.mark.services("postgres")
 @pytest.mark.django_db(transaction=True)
 def test_the_batch_slots_are_the_pools_whichever_worker_holds_the_connection(
@@ -151,10 +169,7 @@ def test_the_batch_slots_are_the_pools_whichever_worker_holds_the_connection(
     """A pool of two workers with one slot: while something else of the pool holds that slot,
     every batch is refused, on whichever worker its connection lands; then served again."""
     key = make_api_key("pool-runtime")
-    env = base_env(
-        TRIAGE_POOL="ingest", TRIAGE_INGEST_CONCURRENT_BATCHES="1",
-        TRIAGE_INGEST_SLOT_WAIT_SECONDS="0", TMPDIR=str(tmp_path),
-    )  # fmt: skip
+    env = _one_slot_pool(tmp_path)
 
     def post() -> int:
         request = urllib.request.Request(
@@ -171,8 +186,7 @@ def test_the_batch_slots_are_the_pools_whichever_worker_holds_the_connection(
     with Gunicorn.serving(env=env, log_dir=tmp_path, threads=4, workers=2) as server:
         assert post() == 200  # a worker has made the pool's slot files
         wait_until(lambda: len(server.worker_pids()) == 2, timeout=30, what="two workers")
-        slot = tmp_path / f"triage-desk-ingest-{os.getuid()}" / str(server.process.pid) / "slot-0"
-        with slot.open("w") as held:
+        with _the_slot(server, tmp_path).open("w") as held:
             fcntl.flock(held, fcntl.LOCK_EX)
             answers = [post() for _ in range(12)]  # each on a new connection
         assert answers == [503] * 12
@@ -202,10 +216,7 @@ def test_a_batch_refused_503_leaves_its_keep_alive_connection_usable(
     the same connection is served, not met by a closed socket (gunicorn drains at most
     64 KB of a body the answer left unread, then closes the connection)."""
     key = make_api_key("pool-runtime")
-    env = base_env(
-        TRIAGE_POOL="ingest", TRIAGE_INGEST_CONCURRENT_BATCHES="1",
-        TRIAGE_INGEST_SLOT_WAIT_SECONDS="0", TMPDIR=str(tmp_path),
-    )  # fmt: skip
+    env = _one_slot_pool(tmp_path)
     path, content_type, body = _door(door)
     headers = {"Authorization": f"Bearer {key}", "Content-Type": content_type}
     with Gunicorn.serving(env=env, log_dir=tmp_path, threads=4) as server:
@@ -214,8 +225,7 @@ def test_a_batch_refused_503_leaves_its_keep_alive_connection_usable(
         first = conn.getresponse()
         first.read()
         assert first.status == 200  # the pool's slot files are made
-        slot = tmp_path / f"triage-desk-ingest-{os.getuid()}" / str(server.process.pid) / "slot-0"
-        with slot.open("w") as held:
+        with _the_slot(server, tmp_path).open("w") as held:
             fcntl.flock(held, fcntl.LOCK_EX)
             conn.request("POST", path, body=body, headers=headers)
             refused = conn.getresponse()
@@ -233,10 +243,7 @@ def test_a_slow_upload_holds_no_slot(tmp_path: Path, make_api_key: Any) -> None:
     """The pool's one slot is not held while a sender's body trickles in: another sender's
     batch is served meanwhile, and the slow one too once its body is complete."""
     key = make_api_key("pool-runtime")
-    env = base_env(
-        TRIAGE_POOL="ingest", TRIAGE_INGEST_CONCURRENT_BATCHES="1",
-        TRIAGE_INGEST_SLOT_WAIT_SECONDS="0", TMPDIR=str(tmp_path),
-    )  # fmt: skip
+    env = _one_slot_pool(tmp_path)
     body = json.dumps({"items": [failure_item() for _ in range(50)]}).encode()
     headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
     with Gunicorn.serving(env=env, log_dir=tmp_path, threads=4) as server:

@@ -105,6 +105,11 @@ def pool_tmp(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     return tmp_path
 
 
+def _pools() -> Path:
+    """The parent of every pool's slot directory (in pool_tmp)."""
+    return capacity.pool_directory(0).parent
+
+
 def _holder(master: int, tmp: Any) -> subprocess.Popen[str]:
     env = {**os.environ, "TMPDIR": str(tmp), "DJANGO_SETTINGS_MODULE": "config.settings",
            "TRIAGE_INGEST_CONCURRENT_BATCHES": "1"}  # fmt: skip
@@ -150,7 +155,7 @@ def test_pools_of_different_masters_do_not_share_slots(
 
 
 def test_a_pool_whose_master_is_gone_is_swept_and_a_live_one_kept(pool_tmp: Any) -> None:
-    parent = pool_tmp / f"triage-desk-ingest-{os.getuid()}"
+    parent = _pools()
     parent.mkdir(mode=0o700)
     gone = subprocess.Popen(["true"])
     gone.wait()
@@ -166,7 +171,7 @@ def test_a_pool_whose_master_is_gone_is_swept_and_a_live_one_kept(pool_tmp: Any)
 @pytest.mark.parametrize("mode", [0o755, 0o777])
 def test_a_slot_directory_others_may_enter_is_refused(pool_tmp: Any, mode: int) -> None:
     """Someone else's slot files could be held by them: the worker does not start on them."""
-    parent = pool_tmp / f"triage-desk-ingest-{os.getuid()}"
+    parent = _pools()
     parent.mkdir()
     parent.chmod(mode)
     with pytest.raises(ImproperlyConfigured, match="no one else may enter"):
@@ -176,7 +181,7 @@ def test_a_slot_directory_others_may_enter_is_refused(pool_tmp: Any, mode: int) 
 def test_a_symlink_or_a_file_in_place_of_the_slot_directory_is_refused(pool_tmp: Any) -> None:
     elsewhere = pool_tmp / "elsewhere"
     elsewhere.mkdir(mode=0o700)
-    parent = pool_tmp / f"triage-desk-ingest-{os.getuid()}"
+    parent = _pools()
     parent.symlink_to(elsewhere)
     with pytest.raises(ImproperlyConfigured):
         capacity.share_with_pool(os.getpid())
@@ -192,5 +197,5 @@ def test_slot_files_removed_under_a_running_pool_are_made_again(
     """A cleaner of the temporary directory removed the pool's directory: batches go on."""
     capacity.share_with_pool(os.getpid())
     assert _post(ingest_client).status_code == 200
-    shutil.rmtree(pool_tmp / f"triage-desk-ingest-{os.getuid()}")
+    shutil.rmtree(_pools())
     assert _post(ingest_client).status_code == 200

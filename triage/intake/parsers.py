@@ -54,17 +54,9 @@ def _gunzip_limited(data: bytearray, limit: int) -> bytearray:
     return out
 
 
-def _read_declared(meta: Mapping[str, Any], stream: Any) -> bytearray:
-    """A body of a declared length, within TRIAGE_INGEST_MAX_BODY_BYTES."""
-    limit = settings.TRIAGE_INGEST_MAX_BODY_BYTES
-    declared = meta.get("CONTENT_LENGTH") or "0"
-    if declared.isdigit() and int(declared) > limit:
-        raise PayloadTooLarge(f"The body is larger than {limit} bytes.")
-    return _read_limited(stream, limit) if stream is not None else bytearray()
-
-
 def receive_body(request: Any, *, chunked: bool) -> None:
-    """Read the raw body now, before the view waits for an ingest slot (triage.capacity).
+    """Read the raw body now, before the view waits for an ingest slot (triage.capacity);
+    every door calls this first, and its parser then reads the body through read_body.
 
     Reading goes at the client's pace and costs no CPU: read first, a slow upload holds no
     slot of the pool, and a batch refused 503 for want of one has been read whole, so its
@@ -83,30 +75,29 @@ def receive_body(request: Any, *, chunked: bool) -> None:
             raise LengthRequired()
         take_chunked_body(request)
         return
-    request.ingest_raw_body = _read_declared(meta, request.stream)
+    limit = settings.TRIAGE_INGEST_MAX_BODY_BYTES
+    declared = meta.get("CONTENT_LENGTH") or "0"
+    if declared.isdigit() and int(declared) > limit:
+        raise PayloadTooLarge(f"The body is larger than {limit} bytes.")
+    stream = request.stream
+    request.ingest_raw_body = _read_limited(stream, limit) if stream is not None else bytearray()
 
 
 def read_body(stream: Any, parser_context: Mapping[str, Any] | None) -> bytearray:
-    """The request body, decompressed, within TRIAGE_INGEST_MAX_BODY_BYTES before and after
-    gzip; every door reads its body through here (as received by receive_body, when it
-    was). Notes the sizes on the request."""
-    limit = settings.TRIAGE_INGEST_MAX_BODY_BYTES
-    request = (parser_context or {}).get("request")
-    meta = request.META if request is not None else {}
-    raw = getattr(request, "ingest_raw_body", None) if request is not None else None
-    if raw is None:
-        raw = _read_declared(meta, stream)
-    if request is not None:
-        request.ingest_body_bytes = len(raw)
-    encoding = meta.get("HTTP_CONTENT_ENCODING", "").strip().lower()
+    """The request body as receive_body read it, decompressed within
+    TRIAGE_INGEST_MAX_BODY_BYTES; every door's parser reads it through here. Notes the
+    sizes on the request. `stream` is spent by then: DRF hands it over all the same."""
+    request = (parser_context or {})["request"]
+    raw = request.ingest_raw_body
+    request.ingest_body_bytes = len(raw)
+    encoding = request.META.get("HTTP_CONTENT_ENCODING", "").strip().lower()
     if encoding in ("gzip", "deflate"):
-        raw = _gunzip_limited(raw, limit)
+        raw = _gunzip_limited(raw, settings.TRIAGE_INGEST_MAX_BODY_BYTES)
     elif encoding not in ("", "identity"):
         raise InvalidBatch(
             "Content-Encoding must be gzip, deflate or identity.", code="unsupported_encoding"
         )
-    if request is not None:
-        request.ingest_decoded_bytes = len(raw)
+    request.ingest_decoded_bytes = len(raw)
     return raw
 
 
