@@ -1343,20 +1343,26 @@ def main() -> int:
             rows.append(run("naive", NAIVE_APP, config, args.naive_records))
     print(f"\nPostgreSQL {args.database_url}, batches of {args.batch}, cores: {os.cpu_count()}")
     print_table(rows)
+    broken = sorted({row.path for row in rows if not row.consistent or row.errors})
+    if broken:
+        # A path that answered errors or stored the wrong count measured nothing: no rate or
+        # ratio is printed from it, whatever --strict says.
+        print(f"BROKEN: the {', '.join(broken)} path(s) failed (errors above); no ratio printed")
+        return 2
     fast = max((row for row in rows if row.path == "fast"), key=lambda row: row.rate)
     naive = max(
         (row for row in rows if row.path == "naive"), key=lambda row: row.rate, default=None
     )
     if args.repeat > 1:
         print(f"best of {args.repeat} runs per path is compared below")
-    ok_rate = fast.rate >= TARGET_RATE and all(r.consistent and not r.errors for r in rows)
+    ok_rate = fast.rate >= TARGET_RATE
     verdict = [
         f"fast {fast.rate:.0f} records/s >= {TARGET_RATE:.0f}: {'PASS' if ok_rate else 'MISS'}"
     ]
     ok_ratio = True
     if naive is not None:
         ratio = fast.rate / naive.rate if naive.rate else 0.0
-        ok_ratio = ratio >= TARGET_RATIO and naive.consistent and not naive.errors
+        ok_ratio = ratio >= TARGET_RATIO
         print(f"ratio (fast / naive) = {ratio:.2f}x")
         verdict.append(
             f"ratio {ratio:.2f}x >= {TARGET_RATIO:.0f}x: {'PASS' if ok_ratio else 'MISS'}"
@@ -1365,7 +1371,7 @@ def main() -> int:
     ok_otlp = True
     if otlp is not None:
         otlp_ratio = otlp.rate / fast.rate if fast.rate else 0.0
-        ok_otlp = otlp_ratio >= TARGET_OTLP_RATIO and otlp.consistent and not otlp.errors
+        ok_otlp = otlp_ratio >= TARGET_OTLP_RATIO
         print(f"ratio (otlp / fast) = {otlp_ratio:.2f}x")
         verdict.append(
             f"otlp {otlp_ratio:.2f}x >= {TARGET_OTLP_RATIO}x: {'PASS' if ok_otlp else 'MISS'}"

@@ -38,7 +38,7 @@ from triage.intake.auth import ApiKeyAuthentication, HasIngestScope  # noqa: E40
 from triage.intake.errors import InvalidBatch, QuotaExceeded  # noqa: E402
 from triage.intake.ingest import body_hash  # noqa: E402
 from triage.intake.normalize import FailureFields, ItemError, parse_failure  # noqa: E402
-from triage.intake.parsers import IngestJSONParser  # noqa: E402
+from triage.intake.parsers import IngestJSONParser, receive_body  # noqa: E402
 from triage.intake.quota import quota_consume  # noqa: E402
 from triage.lanes import ToolFacts, classify  # noqa: E402
 from triage.models import (  # noqa: E402
@@ -188,6 +188,7 @@ class NaiveIngestApi(APIView):
     parser_classes = [IngestJSONParser]
 
     def post(self, request: Request) -> Response:
+        receive_body(request, chunked=False)  # the parser reads what this read, as both doors do
         data = request.data
         items = data.get("items") if isinstance(data, dict) else None
         if not isinstance(items, list) or not items:
