@@ -382,12 +382,27 @@ class FailureRecord(models.Model):
     received_at = models.DateTimeField(default=timezone.now)
     graph_tool_call_version = models.CharField(max_length=40, blank=True)
     taxonomy_version = models.CharField(max_length=20)
+    # The failed call's OpenTelemetry span (W3C hex), when a door knows it: a span and a
+    # report of the same call are one record (triage.intake.ingest merges the second).
+    # NULL, not "", for "no span": `trace_id = <value>` implies NOT NULL, so the planner can
+    # use the partial index below for a lookup by values it does not know in advance.
+    trace_id = models.CharField(max_length=32, null=True, blank=True)  # noqa: DJ001
+    span_id = models.CharField(max_length=16, null=True, blank=True)  # noqa: DJ001
 
     class Meta:
         indexes = [
             models.Index(fields=["group", "-occurred_at"], name="record_group_time"),
             models.Index(fields=["-occurred_at"], name="record_time"),
             models.Index(fields=["collection", "-occurred_at"], name="record_collection_time"),
+        ]
+        constraints = [
+            # Partial: only records with a span are indexed, so records without one cost
+            # nothing; ingest finds a batch's spans through it in one query.
+            models.UniqueConstraint(
+                fields=["trace_id", "span_id"],
+                condition=models.Q(trace_id__isnull=False),
+                name="record_one_per_span",
+            ),
         ]
 
     def __str__(self) -> str:

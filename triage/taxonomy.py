@@ -968,6 +968,35 @@ _REASON_LIST: tuple[ReasonInfo, ...] = (
         default_execution_state="not_started",
         origin="adapter",
     ),
+    # The desk's own (origin "adapter"): an MCP server span that says only error.type =
+    # tool_error (the SDK turned the tool's exception into an isError result before its
+    # span saw it). Any catalog code would be a guess; this one says what is known.
+    _reason(
+        "tool_error_unreported",
+        "execute",
+        meaning=gettext_noop(
+            "An MCP tool call failed, but its span says only that the tool returned an "
+            "error result (error.type = tool_error), not why."
+        ),
+        evidence_keys=("error_type", "jsonrpc_code", "tool_call_id"),
+        usual_action=gettext_noop(
+            "Install the NextActionContract middleware on the MCP server so its failures "
+            "arrive with their real reason."
+        ),
+        operator_action="install_next_action_contract_middleware",
+        triage_advice=gettext_noop(
+            "Look first at the MCP server's own logs for this call. To get the real reason "
+            "next time, add triage-desk-client's NextActionContract middleware to the server "
+            "(pip install 'triage-desk-client[mcp]'): it classifies each failed call, answers "
+            "the agent with its next action and reports the reason to the desk."
+        ),
+        usually_fixed_in=gettext_noop("the MCP server's middleware (triage-desk-client[mcp])"),
+        # The tool ran and may have written before it failed; nothing says how far it got.
+        api_called="maybe",
+        lane="manual_investigation",
+        default_execution_state="started_unknown",
+        origin="adapter",
+    ),
     # ---- cleanup -------------------------------------------------------------------
     _reason(
         "cleanup_failed",

@@ -4,6 +4,9 @@ The API, the `ingest` command and Quality Lab all call `batch_ingest`. Each item
 before anything else sees it; every item ends accepted, duplicate, conflict or rejected, and
 the batch, with every rejection, is written to the ledger in the same transaction as the
 data, so a failure half way leaves nothing behind and the client's retry stores it once.
+A failed call is stored once whichever doors report it: a failure that names the span of
+a call already recorded (`trace_id` + `span_id`, as an OTLP span and a runtime's report of
+the same call both do) is a `duplicate`, and what it adds is merged into that record.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from functools import partial
 from typing import Any, Protocol
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import JSONField, Model, Q
 from django.utils import timezone
 
@@ -412,19 +415,108 @@ def batch_ingest(
         seen_in_batch[key] = result.body_hash
         prepared.append(result)
 
+    # Two batches that carry the same new span race for it: the one that commits second
+    # finds the first's record on its next attempt (the unique index made it wait for that
+    # commit, then refused its copy), and merges into it like any later arrival.
+    for attempt in range(1, _SPAN_RACE_ATTEMPTS + 1):
+        try:
+            written = _write_batch(
+                owner=owner,
+                channel=channel,
+                api_key=api_key,
+                now=now,
+                started=started,
+                item_count=len(items) + len(refused) + skipped,
+                skipped=skipped,
+                body_bytes=body_bytes,
+                prepared=prepared,
+                rejected=list(rejected),
+                duplicates_in_batch=duplicates_in_batch,
+            )
+        except IntegrityError as exc:
+            if attempt == _SPAN_RACE_ATTEMPTS or not _lost_a_span_race(exc):
+                raise
+            continue
+        break
+    if api_key is not None:
+        # Outside the transaction and at most once a minute: every batch of a key would
+        # otherwise queue on this one row until the batch commits.
+        ApiKey.objects.filter(pk=api_key.pk).filter(
+            Q(last_used_at__isnull=True) | Q(last_used_at__lt=now - timedelta(minutes=1))
+        ).update(last_used_at=now)
+
+    merged = {id(item) for item in written.same_call}
+    outcomes = [
+        ItemOutcome(p.index, p.client_id, DUPLICATE if id(p) in merged else ACCEPTED)
+        for p in written.claimed
+    ]
+    outcomes += [ItemOutcome(p.index, p.client_id, DUPLICATE) for p in written.duplicates]
+    outcomes += [ItemOutcome(p.index, p.client_id, DUPLICATE) for p in duplicates_in_batch]
+    outcomes += [
+        ItemOutcome(
+            r.index,
+            r.client_id,
+            r.status,
+            {"code": r.error.code, "message": r.error.message, "field": r.error.field},
+        )
+        for r in written.rejected
+    ]
+    outcomes.sort(key=lambda outcome: outcome.index)
+    return BatchOutcome(batch_id=written.batch.pk, items=outcomes)
+
+
+@dataclass
+class _Written:
+    """What one committed attempt at a batch wrote."""
+
+    batch: IngestBatch
+    claimed: list[_Prepared]
+    duplicates: list[_Prepared]
+    same_call: list[_Prepared]
+    rejected: list[_Rejected]
+
+
+_SPAN_RACE_ATTEMPTS = 3
+
+
+def _lost_a_span_race(exc: BaseException) -> bool:
+    """Whether the database refused a record because another batch stored its span first."""
+    for error in (exc, exc.__cause__):
+        diag = getattr(error, "diag", None)
+        if getattr(diag, "constraint_name", None) == _SPAN_INDEX:
+            return True
+    return False
+
+
+def _write_batch(
+    *,
+    owner: str,
+    channel: str,
+    api_key: ApiKey | None,
+    now: datetime,
+    started: float,
+    item_count: int,
+    skipped: int,
+    body_bytes: int,
+    prepared: list[_Prepared],
+    rejected: list[_Rejected],
+    duplicates_in_batch: list[_Prepared],
+) -> _Written:
+    """The batch's one transaction: the ledger row, the claims, the data, the rejections."""
     with transaction.atomic():
         batch = IngestBatch.objects.create(
             api_key=api_key,
             owner=owner,
             channel=channel,
             received_at=now,
-            item_count=len(items) + len(refused) + skipped,
+            item_count=item_count,
             skipped=skipped,
             body_bytes=body_bytes,
         )
         claimed, duplicates, conflicts = _claim(batch=batch, owner=owner, prepared=prepared)
         rejected.extend(_conflict(item) for item in conflicts)
-        changes = _store(batch=batch, items=claimed, now=now)
+        same_call: list[_Prepared] = []
+        changes = _store(batch=batch, items=claimed, now=now, same_call=same_call)
         if _BATCH_LISTENERS and (changes.new or changes.regressed):
             event = BatchCommitted(
                 batch_id=batch.pk,
@@ -450,8 +542,8 @@ def batch_ingest(
             RejectionCount._meta.db_table, ("code",), ("text", "bigint"),
             sorted(rejected_by_code.items()),
         )  # fmt: skip
-        batch.accepted = len(claimed)
-        batch.duplicates = len(duplicates) + len(duplicates_in_batch)
+        batch.accepted = len(claimed) - len(same_call)
+        batch.duplicates = len(duplicates) + len(duplicates_in_batch) + len(same_call)
         batch.conflicts = sum(1 for item in rejected if item.status == CONFLICT)
         batch.rejected = len(rejected) - batch.conflicts
         batch.rejected_by_code = dict(rejected_by_code)
@@ -466,27 +558,7 @@ def batch_ingest(
                 "duration_ms",
             ]
         )
-    if api_key is not None:
-        # Outside the transaction and at most once a minute: every batch of a key would
-        # otherwise queue on this one row until the batch commits.
-        ApiKey.objects.filter(pk=api_key.pk).filter(
-            Q(last_used_at__isnull=True) | Q(last_used_at__lt=now - timedelta(minutes=1))
-        ).update(last_used_at=now)
-
-    outcomes = [ItemOutcome(p.index, p.client_id, ACCEPTED) for p in claimed]
-    outcomes += [ItemOutcome(p.index, p.client_id, DUPLICATE) for p in duplicates]
-    outcomes += [ItemOutcome(p.index, p.client_id, DUPLICATE) for p in duplicates_in_batch]
-    outcomes += [
-        ItemOutcome(
-            r.index,
-            r.client_id,
-            r.status,
-            {"code": r.error.code, "message": r.error.message, "field": r.error.field},
-        )
-        for r in rejected
-    ]
-    outcomes.sort(key=lambda outcome: outcome.index)
-    return BatchOutcome(batch_id=batch.pk, items=outcomes)
+    return _Written(batch, claimed, duplicates, same_call, rejected)
 
 
 def _conflict(item: _Prepared) -> _Rejected:
@@ -561,7 +633,11 @@ def _row_sources(
         yield f"VALUES {', '.join([one_row] * len(chunk))}", [v for row in chunk for v in row]
 
 
-def _store(*, batch: IngestBatch, items: list[_Prepared], now: datetime) -> _GroupChanges:
+def _store(
+    *, batch: IngestBatch, items: list[_Prepared], now: datetime, same_call: list[_Prepared]
+) -> _GroupChanges:
+    """Write the claimed items. A failure item whose span already has a record stored
+    nothing of its own: it is added to `same_call` (a `duplicate` in the ledger)."""
     failures: list[tuple[_Prepared, FailureFields, RunnerEvent | None]] = []
     runner_events: list[tuple[_Prepared, RunnerEventFields, RunnerEvent]] = []
     receipts: list[tuple[_Prepared, ReceiptFields]] = []
@@ -600,6 +676,7 @@ def _store(*, batch: IngestBatch, items: list[_Prepared], now: datetime) -> _Gro
         + [(r.values["collection"], r.values["tool"]) for _, r in receipts]
     )
     changes = _GroupChanges()
+    failures = _one_record_per_span(failures, same_call=same_call)
     if failures:
         changes = _store_failures(batch=batch, failures=failures, policies=policies, now=now)
     if receipts:
@@ -710,6 +787,8 @@ def _store_failures(
                 received_at=now,
                 graph_tool_call_version=fields.graph_tool_call_version,
                 taxonomy_version=taxonomy.TAXONOMY_VERSION,
+                trace_id=fields.trace_id or None,
+                span_id=fields.span_id or None,
             )
         )
     changes = _GroupChanges()
@@ -722,6 +801,95 @@ def _store_failures(
     _insert_records(records)
     _apply_group_deltas(deltas, now=now, regressed=changes.regressed)
     return changes
+
+
+_FailureEntry = tuple[_Prepared, FailureFields, RunnerEvent | None]
+# FailureRecord's partial unique index on (trace_id, span_id): one record per span.
+_SPAN_INDEX = "record_one_per_span"
+
+
+def _one_record_per_span(
+    failures: list[_FailureEntry], *, same_call: list[_Prepared]
+) -> list[_FailureEntry]:
+    """The failures to store: one per (trace_id, span_id).
+
+    A failure whose span already has a record, stored before or earlier in this batch (by
+    the order the client sent), is not stored again: whichever arrived first keeps its
+    classification, and what only the later one knows (evidence keys, extra keys such as a
+    report's envelope or a span's otlp facts, an idempotency key) is added to it. Items
+    that stored nothing else go to `same_call`; a runner event is still stored as an event.
+    Costs nothing for a batch without spans and one indexed query for a batch with them
+    (a second one, and an UPDATE, only when some span is already stored).
+    """
+    spans = sorted({(f.trace_id, f.span_id) for _, f, _ in failures if f.trace_id})
+    if not spans:
+        return failures
+    stored = _records_of_spans(spans)
+    first: dict[tuple[str, str], FailureFields] = {}
+    updated: dict[int, FailureRecord] = {}
+    dropped: set[int] = set()
+    for item, fields, event in sorted(failures, key=lambda entry: entry[0].index):
+        if not fields.trace_id:
+            continue
+        key = (fields.trace_id, fields.span_id)
+        record = stored.get(key)
+        if record is not None:
+            if _add_missing(record, fields):
+                updated[record.pk] = record
+        elif key in first:
+            _add_missing(first[key], fields)
+        else:
+            first[key] = fields
+            continue
+        dropped.add(id(item))
+        if event is None:
+            same_call.append(item)
+    if updated:
+        FailureRecord.objects.bulk_update(
+            list(updated.values()), ["evidence", "extra", "idempotency_key"]
+        )
+    return [entry for entry in failures if id(entry[0]) not in dropped]
+
+
+_RECORD_TABLE = FailureRecord._meta.db_table
+
+
+def _records_of_spans(spans: list[tuple[str, str]]) -> dict[tuple[str, str], FailureRecord]:
+    """The stored records of these spans: one probe of the span index per pair (a scalar
+    subquery, which no planner turns into a scan of the table, whatever its statistics
+    say), then, usually for none, the fields a merge needs."""
+    ids: list[int] = []
+    with connection.cursor() as cursor:
+        for source, params in _row_sources(("text", "text"), spans):
+            cursor.execute(
+                f"WITH k(trace_id, span_id) AS ({source}) "
+                f"SELECT found.id FROM (SELECT (SELECT r.id FROM {_RECORD_TABLE} r "
+                "WHERE r.trace_id = k.trace_id AND r.span_id = k.span_id) AS id FROM k) found "
+                "WHERE found.id IS NOT NULL",
+                params,
+            )
+            ids.extend(row[0] for row in cursor.fetchall())
+    if not ids:
+        return {}
+    rows = FailureRecord.objects.filter(pk__in=ids).only(
+        "pk", "trace_id", "span_id", "evidence", "extra", "idempotency_key"
+    )
+    return {(row.trace_id or "", row.span_id or ""): row for row in rows}
+
+
+def _add_missing(target: FailureRecord | FailureFields, later: FailureFields) -> bool:
+    """Add to `target` what only `later` knows; return whether anything was added."""
+    added = False
+    for name in ("evidence", "extra"):
+        held: dict[str, Any] = getattr(target, name) or {}
+        new = {key: value for key, value in getattr(later, name).items() if key not in held}
+        if new:
+            setattr(target, name, {**held, **new})
+            added = True
+    if later.idempotency_key and not target.idempotency_key:
+        target.idempotency_key = later.idempotency_key
+        added = True
+    return added
 
 
 _RECORD_FIELDS = [f for f in FailureRecord._meta.concrete_fields if not f.primary_key]
@@ -742,7 +910,13 @@ def _insert_records(records: list[FailureRecord]) -> None:
     }
     attnames = [field.attname for field in _RECORD_FIELDS]
     adapt_json = connection.ops.adapt_json_value
-    with connection.cursor() as cursor, cursor.cursor.copy(_RECORD_COPY) as copy:
+    # The driver's own COPY is outside Django's error wrapping: wrapped here, a refused row
+    # is an IntegrityError like any other (batch_ingest retries a lost span race).
+    with (
+        connection.wrap_database_errors,
+        connection.cursor() as cursor,
+        cursor.cursor.copy(_RECORD_COPY) as copy,
+    ):
         for record in records:
             row = [getattr(record, name) for name in attnames]
             for index, field in json_columns.items():

@@ -180,6 +180,9 @@ class FailureFields:
     sent: Sent
     # Fields where NUL or lone surrogates were replaced (triage.storable).
     replaced_characters: list[str] = field(default_factory=list)
+    # The failed call's OpenTelemetry span ("" when not sent): one record per span.
+    trace_id: str = ""
+    span_id: str = ""
 
     @property
     def reason_mapped(self) -> bool:
@@ -217,6 +220,7 @@ def parse_failure(body: Mapping[str, Any], *, now: datetime, prefix: str = "body
     reader = _Reader(body, prefix=prefix)
     stage = reader.code("stage", required=True)
     reason = reader.code("reason", required=True)
+    trace_id, span_id = _span_identity(reader)
     sent = Sent(
         lane=reader.choice("lane", taxonomy.LANES),
         execution_state=reader.choice("execution_state", taxonomy.EXECUTION_STATES),
@@ -238,8 +242,40 @@ def parse_failure(body: Mapping[str, Any], *, now: datetime, prefix: str = "body
         graph_tool_call_version=reader.string("graph_tool_call_version", max_length=40),
         declared_side_effect=reader.choice("side_effect", taxonomy.SIDE_EFFECT_GRADES) or "",
         sent=sent,
+        trace_id=trace_id,
+        span_id=span_id,
         extra=reader.rest(),
     )
+
+
+_TRACE_ID_RE = re.compile(r"[0-9a-f]{32}")
+_SPAN_ID_RE = re.compile(r"[0-9a-f]{16}")
+
+
+def _span_identity(reader: _Reader) -> tuple[str, str]:
+    """The (trace_id, span_id) of the failed call's span, both or neither, in W3C's spelling:
+    lowercase hex, 32 and 16 digits, not all zero (uppercase is read as lowercase)."""
+    ids = []
+    for name, pattern, digits in (("trace_id", _TRACE_ID_RE, 32), ("span_id", _SPAN_ID_RE, 16)):
+        value = reader._raw(name)
+        if value is None or value == "":
+            ids.append("")
+            continue
+        text = value.lower() if isinstance(value, str) else ""
+        if not pattern.fullmatch(text) or not text.strip("0"):
+            raise ItemError(
+                "invalid_span_id",
+                reader._path(name),
+                f"{name} must be {digits} hex digits, not all zero.",
+            )
+        ids.append(text)
+    trace_id, span_id = ids
+    if bool(trace_id) != bool(span_id):
+        missing = "span_id" if trace_id else "trace_id"
+        raise ItemError(
+            "invalid_span_id", reader._path(missing), "trace_id and span_id are sent together."
+        )
+    return trace_id, span_id
 
 
 def parse_runner_event(body: Mapping[str, Any], *, now: datetime) -> RunnerEventFields:
@@ -262,7 +298,15 @@ def parse_runner_event(body: Mapping[str, Any], *, now: datetime) -> RunnerEvent
         record = {key: value for key, value in failure.items() if value is not None}
         record.setdefault("collection", fields.collection)
         record["occurred_at"] = fields.occurred_at.isoformat()
-        for key in ("source", "lane", "retryable", "idempotency_key", "side_effect"):
+        for key in (
+            "source",
+            "lane",
+            "retryable",
+            "idempotency_key",
+            "side_effect",
+            "trace_id",
+            "span_id",
+        ):
             if key in body:
                 record.setdefault(key, body[key])
         fields.failure = parse_failure(record, now=now)

@@ -7,7 +7,10 @@ only the encodings differ. Answers are the ones OTLP exporters act on: 200 with 
 400 for a body that does not decode; 401/403; 413; 429 and 503 with `Retry-After` (the
 statuses exporters retry). Errors carry a `google.rpc.Status` in the request's encoding,
 its message starting with the desk's stable error code. What a span becomes is decided in
-one place, `triage.intake.otlp_spans`.
+one place, `triage.intake.otlp_spans`: one table of conventions (GenAI `execute_tool`, MCP
+`tools/call`, OpenInference `TOOL`, OpenLLMetry `tool` spans) and one way to read a failure.
+A failed span and a runtime's report of the same call are stored once (batch_ingest matches
+them by trace and span id).
 """
 
 from __future__ import annotations
@@ -195,7 +198,10 @@ class OtlpTracesApi(APIView):
 
     @extend_schema(
         operation_id="otlp_traces",
-        summary="OTLP/HTTP traces: tool-call spans become failures and success counts",
+        summary=(
+            "OTLP/HTTP traces: tool-call spans (GenAI, MCP, OpenInference, OpenLLMetry) "
+            "become failures and success counts"
+        ),
         request={PROTOBUF: OpenApiTypes.BINARY, JSON: OpenApiTypes.OBJECT},
         responses={
             (200, PROTOBUF): OpenApiTypes.BINARY,

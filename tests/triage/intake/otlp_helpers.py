@@ -10,6 +10,9 @@ from typing import Any
 from google.protobuf import json_format
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
+from opentelemetry.proto.trace.v1.trace_pb2 import Status as SpanStatus
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -103,3 +106,48 @@ def otlp_json(request: ExportTraceServiceRequest) -> dict[str, Any]:
 
 def otlp_json_bytes(request: ExportTraceServiceRequest) -> bytes:
     return json.dumps(otlp_json(request)).encode()
+
+
+TRACE = bytes(range(1, 17))
+SPAN = bytes(range(1, 9))
+
+
+def any_value(value: Any) -> AnyValue:
+    if isinstance(value, bool):
+        return AnyValue(bool_value=value)
+    if isinstance(value, int):
+        return AnyValue(int_value=value)
+    if isinstance(value, float):
+        return AnyValue(double_value=value)
+    if isinstance(value, bytes):
+        return AnyValue(bytes_value=value)
+    return AnyValue(string_value=value)
+
+
+def request_of(
+    *,
+    name: str = "execute_tool getOrder",
+    attributes: dict[str, Any] | None = None,
+    error: bool = True,
+    message: str = "",
+    events: list[Span.Event] | None = None,
+    resource: dict[str, str] | None = None,
+    end: int = 1_700_000_000_000_000_000,
+    trace_id: bytes = TRACE,
+    span_id: bytes = SPAN,
+) -> ExportTraceServiceRequest:
+    """One span, built field by field (what no SDK would send, too)."""
+    request = ExportTraceServiceRequest()
+    resource_spans = request.resource_spans.add()
+    for key, value in (resource or {"service.name": "shop-agent"}).items():
+        resource_spans.resource.attributes.append(KeyValue(key=key, value=any_value(value)))
+    span = resource_spans.scope_spans.add().spans.add()
+    span.trace_id, span.span_id, span.name = trace_id, span_id, name
+    span.end_time_unix_nano = end
+    for key, value in (attributes or {}).items():
+        span.attributes.append(KeyValue(key=key, value=any_value(value)))
+    span.events.extend(events or [])
+    if error:
+        span.status.code = SpanStatus.STATUS_CODE_ERROR
+        span.status.message = message
+    return request

@@ -1,5 +1,6 @@
 """The real OpenTelemetry SDK exports to a live desk (gunicorn, as deployed) over HTTP, once
-with its protobuf exporter and once as OTLP JSON built from the same spans."""
+with its protobuf exporter and once as OTLP JSON built from the same spans; and the tool
+spans of OpenInference, OpenLLMetry and MCP, named with their own packages' constants."""
 
 from __future__ import annotations
 
@@ -10,10 +11,16 @@ from typing import Any
 
 import pytest
 from django.apps import apps
+from openinference.semconv.trace import OpenInferenceSpanKindValues, SpanAttributes
 from opentelemetry.exporter.otlp.proto.http import Compression
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.sdk.trace.export import SpanExportResult
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.semconv_ai import SpanAttributes as LLMetry
+from opentelemetry.semconv_ai import TraceloopSpanKindValues
+from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from tests.faults.processes import Gunicorn, base_env
 from tests.triage.intake.otlp_helpers import (
@@ -156,3 +163,92 @@ def test_a_chunked_export_without_a_length_is_taken(
     finally:
         connection.close()
     assert FailureRecord.objects.get().reason == "http_4xx"
+
+
+# --- each convention, recorded by the real SDK with its own package's attribute names -----
+
+
+def record_conventions() -> list[ReadableSpan]:
+    """One agent's trace as three instrumentations record it: for each convention a failed
+    tool call (HTTP 503 raised, as a tool's HTTP client raises it), a tool call that
+    succeeded, and the LLM or chain spans around them."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": "weather-agent"}))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("weather.agent", "1.0.0")
+    kind = SpanAttributes.OPENINFERENCE_SPAN_KIND
+    with tracer.start_as_current_span("AgentExecutor") as chain:
+        chain.set_attribute(kind, OpenInferenceSpanKindValues.CHAIN.value)
+        with tracer.start_as_current_span("ChatOpenAI") as llm:
+            llm.set_attribute(kind, OpenInferenceSpanKindValues.LLM.value)
+        for tool, ok in (("get_forecast", False), ("get_city", True)):
+            with tracer.start_as_current_span(tool, record_exception=False) as span:
+                span.set_attribute(kind, OpenInferenceSpanKindValues.TOOL.value)
+                span.set_attribute(SpanAttributes.TOOL_NAME, tool)
+                span.set_attribute(SpanAttributes.INPUT_VALUE, '{"city": "Busan"}')
+                _end(span, ok)
+    with tracer.start_as_current_span("weather.workflow") as workflow:
+        workflow.set_attribute(LLMetry.TRACELOOP_SPAN_KIND, TraceloopSpanKindValues.WORKFLOW.value)
+        for tool, ok in (("get_alerts", False), ("get_radar", True)):
+            with tracer.start_as_current_span(f"{tool}.tool", record_exception=False) as span:
+                span.set_attribute(LLMetry.TRACELOOP_SPAN_KIND, TraceloopSpanKindValues.TOOL.value)
+                span.set_attribute(LLMetry.TRACELOOP_ENTITY_NAME, tool)
+                span.set_attribute(LLMetry.TRACELOOP_ENTITY_INPUT, '{"city": "Busan"}')
+                _end(span, ok)
+    for tool, ok in (("get_tides", False), ("get_moon", True)):
+        with tracer.start_as_current_span(
+            f"tools/call {tool}", kind=SpanKind.SERVER, record_exception=False
+        ) as span:
+            span.set_attribute("mcp.method.name", "tools/call")
+            span.set_attribute("gen_ai.operation.name", "execute_tool")
+            span.set_attribute("gen_ai.tool.name", tool)
+            _end(span, ok)
+    provider.shutdown()
+    return list(exporter.get_finished_spans())
+
+
+def _end(span: Any, ok: bool) -> None:
+    if ok:
+        span.set_status(Status(StatusCode.OK))
+        return
+    error = RuntimeError("HTTP 503: Service Unavailable")
+    span.record_exception(error)
+    span.set_attribute("error.type", "RuntimeError")
+    span.set_status(Status(StatusCode.ERROR, str(error)))
+
+
+def test_openinference_openllmetry_and_mcp_tool_spans_land_through_one_mapping(
+    server: Gunicorn, make_api_key: Callable[..., str]
+) -> None:
+    send = protobuf_export(server.port, make_api_key())
+    spans = record_conventions()
+    send(spans)
+
+    records = {record.tool: record for record in FailureRecord.objects.all()}
+    assert set(records) == {"get_forecast", "get_alerts", "get_tides"}
+    for tool, convention in (
+        ("get_forecast", "openinference"),
+        ("get_alerts", "openllmetry"),
+        ("get_tides", "mcp"),
+    ):
+        landed = records[tool]
+        # Nobody declared these tools reads, so a 5xx may have written: look before a retry.
+        assert (landed.stage, landed.reason, landed.lane, landed.execution_state) == (
+            "execute",
+            "http_5xx",
+            "reconcile_first",
+            "started_unknown",
+        )
+        assert landed.evidence["http_status"] == 503
+        assert landed.extra["otlp"]["convention"] == convention
+        assert landed.collection == "weather-agent" and landed.source == "otlp"
+        assert (landed.trace_id, landed.span_id) == (landed.plan_id, landed.step_id)
+    # The successes count toward success rates; the chain, LLM and workflow spans do not.
+    assert sorted(RunnerEvent.objects.values_list("tool", flat=True)) == [
+        "get_city",
+        "get_moon",
+        "get_radar",
+    ]
+    batch = IngestBatch.objects.get()
+    assert (batch.accepted, batch.skipped, batch.item_count) == (6, 3, 9)
+    assert "Busan" not in stored_text()  # a call's raw input is never stored
