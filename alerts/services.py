@@ -294,9 +294,27 @@ def rules_evaluate(*, now: datetime | None = None) -> BeatOutcome:
     return BeatOutcome(pending_evaluated=len(pending), queued=queued, resent=resent)
 
 
+def deliveries_out_of_attempts_fail(*, now: datetime, delivery_id: int | None = None) -> int:
+    """Fail what a worker left `sending` past its lease with no attempts left: taking it
+    over would send it once more than ALERTS_DELIVERY_ATTEMPTS allows."""
+    stuck = Delivery.objects.filter(
+        status=DeliveryStatus.SENDING,
+        lease_until__lt=now,
+        attempts__gte=settings.ALERTS_DELIVERY_ATTEMPTS,
+    )
+    if delivery_id is not None:
+        stuck = stuck.filter(pk=delivery_id)
+    return stuck.update(
+        status=DeliveryStatus.FAILED,
+        lease_until=None,
+        error="The worker stopped while sending, and no attempts are left.",
+    )
+
+
 def deliveries_resend_due(*, now: datetime, skip: set[int] = frozenset()) -> int:  # type: ignore[assignment]
     """Queue again what is due but whose message is gone: queued or retrying past its time
     (the broker lost it or was down), or sending past its lease (the worker died)."""
+    deliveries_out_of_attempts_fail(now=now)
     grace = now - timedelta(seconds=30)
     due = list(
         Delivery.objects.filter(
@@ -304,7 +322,11 @@ def deliveries_resend_due(*, now: datetime, skip: set[int] = frozenset()) -> int
                 status__in=[DeliveryStatus.QUEUED, DeliveryStatus.RETRYING],
                 next_attempt_at__lte=grace,
             )
-            | Q(status=DeliveryStatus.SENDING, lease_until__lt=now)
+            | Q(
+                status=DeliveryStatus.SENDING,
+                lease_until__lt=now,
+                attempts__lt=settings.ALERTS_DELIVERY_ATTEMPTS,
+            )
         )
         .exclude(pk__in=list(skip))
         .values_list("pk", flat=True)[:1000]
@@ -546,11 +568,17 @@ def delivery_attempt(
     worker died while sending is taken over once its lease ran out.
     """
     now = now or timezone.now()
+    deliveries_out_of_attempts_fail(now=now, delivery_id=delivery_id)
     claimed = (
         Delivery.objects.filter(pk=delivery_id)
         .filter(
             Q(status__in=[DeliveryStatus.QUEUED, DeliveryStatus.RETRYING], next_attempt_at__lte=now)
-            | Q(status=DeliveryStatus.SENDING, lease_until__lt=now)
+            # Taken over only with an attempt left (the failing above may race another beat).
+            | Q(
+                status=DeliveryStatus.SENDING,
+                lease_until__lt=now,
+                attempts__lt=settings.ALERTS_DELIVERY_ATTEMPTS,
+            )
         )
         .update(
             status=DeliveryStatus.SENDING, attempts=F("attempts") + 1, lease_until=now + _lease()
@@ -572,7 +600,15 @@ def delivery_attempt(
         return AttemptOutcome(status="skipped", retry_in=max(1.0, (wake - now).total_seconds() + 1))
     delivery = Delivery.objects.select_related("channel").get(pk=delivery_id)
     sent_at = timezone.now()
-    answer = channel_sending.send(delivery.channel, message_for(delivery, now=sent_at))
+    try:
+        answer = channel_sending.send(delivery.channel, message_for(delivery, now=sent_at))
+    except Exception as exc:
+        # Whatever a channel raises is recorded as this attempt's outcome: a delivery left
+        # `sending` would be claimed again every minute and never reach an operator.
+        logger.warning("delivery %s: sending raised %s", delivery_id, exc.__class__.__name__)
+        answer = channel_sending.Answer(
+            ok=False, code="error", error=channel_sending.short_error(exc), retry=True
+        )
     update: dict[str, Any] = {
         "answer_code": answer.code[:20],
         "error": answer.error[:500],

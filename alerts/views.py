@@ -11,6 +11,7 @@ from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
+from django.utils.cache import add_never_cache_headers
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
@@ -141,8 +142,11 @@ def channel_create_view(request: HttpRequest) -> HttpResponse:
         except services.ChannelError as exc:
             form.add_error(exc.field if exc.field in form.fields else None, str(exc))
         else:
-            # The secret is shown on this answer only (no redirect: it is in no message).
-            return _page(request, new_secret=secret, new_channel=channel)
+            # The secret is shown on this answer only (no redirect: it is in no message),
+            # and no cache keeps a copy, as for a new API key.
+            response = _page(request, new_secret=secret, new_channel=channel)
+            add_never_cache_headers(response)
+            return response
     return _page(request, channel_form=form, status=400)
 
 

@@ -593,7 +593,7 @@ def _evaluate_learning(check: Assertion, outcome: CaseOutcome) -> tuple[Any, boo
 # The scrubber redacts every value under a generic key such as "session" (it may be a
 # token); the engine stores a session's *name* there ("default", "expired"), not a secret.
 _GENERIC_SECRET_KEYS = frozenset({"session", "token", "auth", "credential", "credentials"})
-_PLAIN_NAME_RE = re.compile(r"^[a-z][a-z_-]{0,39}$")
+_PLAIN_NAME_RE = re.compile(r"^[a-z][a-z_-]{0,39}\Z")
 
 
 def _a_name_under_a_generic_key(key: str, value: Any) -> bool:

@@ -235,8 +235,8 @@ _CASE_KEYS = frozenset(
     }
 )
 _MAX_CASE_ID_CHARS = 200
-_ID_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,200}$")
-_HEADER_NAME_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+_ID_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,200}\Z")
+_HEADER_NAME_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")
 
 
 # ======================================================================================

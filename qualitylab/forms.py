@@ -21,9 +21,9 @@ from triage.forms import MAX_ID
 from triage.json_limits import JSONTooDeep, loads_bounded
 
 MAX_CASES_FILE_BYTES = 5_000_000
-_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,99}$")
-_HEADER_NAME_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$")
-_HOST_RE = re.compile(r"^[A-Za-z0-9.\-\[\]:]{1,255}$")
+_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,99}\Z")
+_HEADER_NAME_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}\Z")
+_HOST_RE = re.compile(r"^[A-Za-z0-9.\-\[\]:]{1,255}\Z")
 
 
 def read_text_upload(upload: UploadedFile, *, limit: int, what: str) -> str:

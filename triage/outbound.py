@@ -376,10 +376,14 @@ def url_problem(url: str) -> str | None:
     if port == 0:
         return "port 0 cannot be called"
     try:
-        ipaddress.ip_address(host)
-        return None
+        literal = ipaddress.ip_address(host)
     except ValueError:
         pass
+    else:
+        if isinstance(literal, ipaddress.IPv6Address) and literal.scope_id:
+            # A zone id names an interface of the machine that calls: never a remote host.
+            return "a scoped IPv6 address (with a zone id) cannot be called"
+        return None
     if "[" in parts.netloc:
         return f"[{host}] is not an IPv6 address"
     try:
@@ -389,6 +393,13 @@ def url_problem(url: str) -> str | None:
     if not _is_host_name(ascii_host) or ascii_host.startswith("."):
         return f"{host!r} is not a valid host name"
     return None
+
+
+def _literal_addresses(host: str) -> tuple[IPAddress, ...]:
+    try:
+        return (ipaddress.ip_address(host),)
+    except ValueError:
+        return ()
 
 
 def check_url(
@@ -411,7 +422,9 @@ def check_url(
             f"host {label} is not in the allowed hosts",
             evidence={"host": label},
         )
-    addresses = tuple((resolve or system_resolver)(host, port))
+    # An address literal is judged as written, before any resolver: a literal the resolver
+    # cannot read (a scoped fe80::1%25lo) must not pass as "does not resolve".
+    addresses = _literal_addresses(host) or tuple((resolve or system_resolver)(host, port))
     if not addresses:
         raise socket.gaierror(socket.EAI_NONAME, f"{host} has no address")
     allowance = private_allowed or PrivateAllowance()

@@ -48,6 +48,11 @@ EARLIEST_TIMESTAMP = datetime(1970, 1, 1, tzinfo=UTC)
 MAX_LISTED_PATHS = 20
 
 _UNSTORABLE_RE = re.compile("[\x00\ud800-\udfff]")
+# What a bounded column (an identifier, a code, a host) refuses: the unstorable characters
+# above, and the control characters (C0, DEL, C1) and line separators, which identifiers
+# never hold and which break what shows them: a CR/LF in a tool name reaches an alert's
+# email subject, where Django refuses the header.
+_REFUSED_IN_IDENTIFIER_RE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 # The ranges of the standard integer columns (the same on every database Django supports
 # but SQLite, which takes anything: checked here so both behave alike).
 _INTEGER_RANGES = BaseDatabaseOperations.integer_field_ranges
@@ -76,11 +81,22 @@ def replace_unstorable_text(text: str) -> str:
 
 
 def describe_unstorable(text: str) -> str:
-    match = _UNSTORABLE_RE.search(text)
+    match = _REFUSED_IN_IDENTIFIER_RE.search(text)
     if match is None:
         return "no unstorable character"
     char = match.group()
-    return "U+0000 (NUL)" if char == "\x00" else f"U+{ord(char):04X} (a lone surrogate)"
+    if char == "\x00":
+        return "U+0000 (NUL)"
+    if "\ud800" <= char <= "\udfff":
+        return f"U+{ord(char):04X} (a lone surrogate)"
+    return f"U+{ord(char):04X} (a control character)"
+
+
+def identifier_problem(text: str) -> str | None:
+    """What an identifier or code holds that the desk refuses in one (described), or None."""
+    if _REFUSED_IN_IDENTIFIER_RE.search(text) is None:
+        return None
+    return describe_unstorable(text)
 
 
 class ReplacedPaths:
@@ -174,12 +190,13 @@ def storable_value(
     if isinstance(field, models.JSONField):
         return storable_json(value, path=path, replaced=replaced) if deep else value
     if isinstance(field, models.CharField) and isinstance(value, str):
-        if _UNSTORABLE_RE.search(value) is not None:
+        problem = identifier_problem(value)
+        if problem is not None:
             raise ItemError(
                 "invalid_character",
                 path,
-                f"{path.rsplit('.', 1)[-1]} holds {describe_unstorable(value)}, which cannot "
-                "be stored; identifiers and codes are refused rather than changed.",
+                f"{path.rsplit('.', 1)[-1]} holds {problem}, which an identifier or code "
+                "may not hold; identifiers and codes are refused rather than changed.",
             )
         limit = field.max_length
         if limit is not None and len(value) > limit:
@@ -260,7 +277,8 @@ def _columns(
 def _needs_a_look(kind: int, value: Any, arg: Any, deep: bool) -> bool:
     if kind == _CHAR:
         return type(value) is str and (
-            (arg is not None and len(value) > arg) or _UNSTORABLE_RE.search(value) is not None
+            (arg is not None and len(value) > arg)
+            or _REFUSED_IN_IDENTIFIER_RE.search(value) is not None
         )
     if kind == _TEXT:
         return type(value) is str and _UNSTORABLE_RE.search(value) is not None

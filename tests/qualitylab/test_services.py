@@ -196,3 +196,15 @@ def test_the_worker_refuses_a_stored_spec_that_is_an_alias_bomb(shop: Any) -> No
     version.refresh_from_db()
     assert version.status == BuildStatus.FAILED
     assert "aliases expand it by more than 1,000,000" in version.error
+
+
+def test_a_scoped_link_local_base_url_is_refused_though_it_does_not_resolve() -> None:
+    from qualitylab.services import CollectionError, collection_create
+    from tests.qualitylab.specs import slash_spec_text
+
+    with pytest.raises(CollectionError) as refused:
+        collection_create(
+            name="scoped", spec_text=slash_spec_text(), base_url="http://[fe80::1%25lo]/"
+        )
+    assert refused.value.field == "base_url"
+    assert "zone id" in str(refused.value)

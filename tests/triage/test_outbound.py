@@ -527,3 +527,37 @@ def test_https_connects_to_the_checked_address_and_verifies_the_host_name(
             **{**options, "allowed_hosts": ["other.example.test"],
                "private_allowed": PrivateAllowance.parse(["other.example.test"])},
         )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://[fe80::1%25lo]/",
+        "http://[fe80::1%eth0]:8080/x",
+        "http://[FE80::1%25lo]/",
+        "http://[2001:db8::1%25eth0]/",
+    ],
+)
+def test_a_scoped_ipv6_address_is_refused_by_its_form(url: str) -> None:
+    assert outbound.url_problem(url) == "a scoped IPv6 address (with a zone id) cannot be called"
+
+
+@pytest.mark.parametrize(
+    ("url", "address_class"),
+    [
+        ("http://[fe80::1%25lo]/", "link_local"),
+        ("http://[fe80::1]/", "link_local"),
+        ("http://[::ffff:169.254.169.254]/", "link_local"),
+        ("http://169.254.169.254/", "link_local"),
+    ],
+)
+def test_an_address_literal_is_judged_as_written_never_left_to_the_resolver(
+    url: str, address_class: str
+) -> None:
+    def resolver_that_cannot_read_it(host: str, port: int) -> list[Any]:
+        raise socket.gaierror(socket.EAI_NONAME, "no such name")
+
+    with pytest.raises(OutboundRefused) as refused:
+        outbound.check_url(url, allowed_hosts=None, resolve=resolver_that_cannot_read_it)
+    assert refused.value.code == "address_not_allowed"
+    assert refused.value.evidence["address_class"] == address_class

@@ -61,8 +61,7 @@ from triage.models import (
 )
 from triage.scrub import ScrubError, scrub_payload
 from triage.storable import (
-    describe_unstorable,
-    has_unstorable_text,
+    identifier_problem,
     may_hold_unstorable_text,
     storable_item,
     storable_label,
@@ -332,8 +331,8 @@ def _prepare(index: int, item: Any, *, now: datetime) -> _Prepared | _Rejected:
         return _Rejected(
             index, safe_type, "", ItemError("missing_field", "id", "id must be 1-200 characters.")
         )
-    if has_unstorable_text(client_id):
-        message = f"id holds {describe_unstorable(client_id)}, which cannot be stored."
+    if (problem := identifier_problem(client_id)) is not None:
+        message = f"id holds {problem}, which an identifier may not hold."
         return _Rejected(index, safe_type, "", ItemError("invalid_character", "id", message))
     if item_type is None:
         return _Rejected(

@@ -21,7 +21,7 @@ from triage.intake.runner_events import failure_from_runner_event
 from triage.lanes import Sent
 
 ITEM_TYPES = ("failure", "runner_event", "receipt", "audit_event")
-_CODE_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,100}$")
+_CODE_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,100}\Z")
 # Clocks drift; a record claiming to come from further ahead than this is refused.
 _MAX_CLOCK_SKEW = timedelta(hours=1)
 # Runner events repeat every step's raw output and resolved arguments; the desk keeps the

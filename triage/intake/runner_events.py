@@ -115,7 +115,7 @@ _EXECUTION_STATES = frozenset(
 )
 # The engine's generic stage on every event (0.47.0); it says nothing about the failure.
 _GENERIC_EVENT_STAGES = frozenset({"", "runner"})
-_CODE_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,100}$")
+_CODE_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,100}\Z")
 _MESSAGE_LIMIT = 2000
 
 # --- exception type names (only type(exc).__name__ reaches us) -------------------------
