@@ -140,6 +140,10 @@ def _send_email(channel: Channel, message: Message) -> Answer:
 
 
 def _post(channel: Channel, body: bytes, message: Message, *, signed: bool) -> Answer:
+    problem = outbound.url_problem(channel.target)
+    if problem is not None:
+        # A channel saved before its URL was checked at creation: no attempt can succeed.
+        return Answer(ok=False, code="invalid_url", error=f"The URL cannot be called: {problem}.")
     policy = webhook_policy()
     headers = {
         "Content-Type": "application/json",
@@ -176,12 +180,17 @@ def _post(channel: Channel, body: bytes, message: Message, *, signed: bool) -> A
     return Answer(ok=False, code=code, error=f"HTTP {response.status}", retry=retry)
 
 
-# A quoted string in an exception's text: http.client and urllib quote the URL or its path.
-_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
+# What an exception's text may hold of a webhook URL: http.client, urllib and OSError quote
+# the URL or its path (a quote opens and closes beside no letter, so "can't" opens none),
+# and any word with a slash left after that may be a path.
+_QUOTED = re.compile(r"""(?<!\w)(['"]).*?\1(?!\w)""", re.DOTALL)
+_PATH_LIKE = re.compile(r"\S*/\S*")
 
 
 def short_error(exc: BaseException) -> str:
     """`Class: message` for the delivery's error column, which every role sees on /alerts/:
-    without what the exception quoted (a webhook URL's path can hold a token)."""
-    text = _QUOTED.sub("'...'", f"{exc.__class__.__name__}: {exc}")
-    return text[:480]
+    without what the exception quoted nor anything like a path (a webhook URL's path can
+    hold a token)."""
+    text = _QUOTED.sub("'...'", f"{exc}")
+    text = _PATH_LIKE.sub("...", text)
+    return f"{exc.__class__.__name__}: {text}"[:480]

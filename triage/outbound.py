@@ -46,6 +46,7 @@ from __future__ import annotations
 import contextlib
 import http.client
 import ipaddress
+import re
 import socket
 import ssl
 import threading
@@ -395,11 +396,24 @@ def url_problem(url: str) -> str | None:
     return None
 
 
+# The numeric IPv4 forms that C resolvers (inet_aton) and browsers read as an address:
+# one to four parts, each decimal, octal (leading 0) or hex (0x): 2130706433, 0x7f.1, 127.1.
+_NUMERIC_HOST_PART = r"(?:0x[0-9a-f]*|[0-9]+)"
+_NUMERIC_HOST_RE = re.compile(rf"{_NUMERIC_HOST_PART}(?:\.{_NUMERIC_HOST_PART}){{0,3}}\.?")
+
+
 def _literal_addresses(host: str) -> tuple[IPAddress, ...]:
+    """The address an address literal names, in any of its written forms; () for a name."""
     try:
         return (ipaddress.ip_address(host),)
     except ValueError:
+        pass
+    if _NUMERIC_HOST_RE.fullmatch(host) is None:
         return ()
+    try:
+        return (ipaddress.IPv4Address(socket.inet_aton(host.rstrip("."))),)
+    except OSError:
+        return ()  # a number no resolver reads as an address either
 
 
 def check_url(
@@ -429,6 +443,13 @@ def check_url(
         raise socket.gaierror(socket.EAI_NONAME, f"{host} has no address")
     allowance = private_allowed or PrivateAllowance()
     for address in addresses:
+        if isinstance(address, ipaddress.IPv6Address) and address.scope_id:
+            # A zone id names an interface of this machine, whatever the allowance says.
+            raise OutboundRefused(
+                "address_not_allowed",
+                f"host {label} is a scoped IPv6 address (with a zone id)",
+                evidence={"host": label, "address": str(address), "address_class": "scoped"},
+            )
         refusal = address_refusal(address)
         if refusal is not None and not allowance.allows(host, address, port=port):
             kind = refusal.replace("_", "-")

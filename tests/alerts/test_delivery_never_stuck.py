@@ -17,6 +17,7 @@ from alerts import channels, services
 from alerts.models import Channel, ChannelKind, Delivery, DeliveryStatus, RuleKind
 from alerts.selectors import Match
 from alerts.sinks import SmtpSink, WebhookReceiver
+from triage.models import IngestRejection
 
 pytestmark = pytest.mark.django_db
 
@@ -127,6 +128,8 @@ def test_the_reproduction_a_crlf_tool_is_refused_at_ingest_and_nothing_is_stuck(
         "body.tool",
     )
     assert "U+000D" in refused["error"]["message"]
+    [rejection] = IngestRejection.objects.all()  # in the ledger, as every refusal is
+    assert (rejection.client_id, rejection.code) == ("bad", "invalid_character")
     [(recipients, message)] = smtp.wait_for(1)
     assert "getOrder" in message["Subject"] and "attacker" not in str(message)
     assert recipients == ["a@example.com"]
@@ -150,6 +153,50 @@ def test_a_webhook_url_with_a_control_character_is_refused_without_echoing_it(
     assert refused.value.code == "invalid_url"
     assert "hooks.example/a" not in str(refused.value)
     assert not Channel.objects.exists()
+
+
+def test_a_webhook_saved_with_a_crlf_url_fails_at_once_without_its_path_in_the_error(
+    receiver: WebhookReceiver, make_rule: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A channel saved before its URL was checked at creation (the form let it through)."""
+    monkeypatch.setattr(services, "publish", lambda task, **kwargs: None)
+    hook = Channel.objects.create(
+        name="old", kind=ChannelKind.WEBHOOK, signing_secret="s" * 32,
+        target=receiver.url("/secret-path") + "\r\nX-Injected: 1",
+    )  # fmt: skip
+    rule = make_rule(RuleKind.NEW_GROUP, [hook])
+    [delivery_id] = services.rule_fire(rule=rule, matches=[_match()], now=timezone.now())
+    assert services.delivery_attempt(delivery_id=delivery_id).status == DeliveryStatus.FAILED
+    delivery = Delivery.objects.get(pk=delivery_id)
+    assert (delivery.answer_code, delivery.attempts) == ("invalid_url", 1)
+    assert "control characters" in delivery.error and "secret-path" not in delivery.error
+    assert receiver.wait_for(1, timeout=0.3) == []
+
+
+def _http_client_refusal() -> Exception:
+    """What http.client raises for a path with CR/LF (its text quotes the path)."""
+    import http.client
+
+    try:
+        http.client.HTTPConnection("127.0.0.1").putrequest("POST", "/secret-path\r\nX: 1")
+    except http.client.InvalidURL as exc:
+        return exc
+    raise AssertionError("http.client took a path with CR/LF")
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        _http_client_refusal(),
+        OSError(2, "No such file", "/secret-path"),
+        UnicodeEncodeError("ascii", "/secret-pathé", 12, 13, "ordinal not in range"),
+        RuntimeError("cannot reach http://127.0.0.1/secret-path?token=it's"),
+    ],
+)
+def test_a_delivery_error_leaves_out_what_the_exception_quoted(exc: Exception) -> None:
+    error = channels.short_error(exc)
+    assert error.startswith(exc.__class__.__name__)
+    assert "secret-path" not in error
 
 
 def test_the_form_and_the_command_line_refuse_a_crlf_webhook_url(

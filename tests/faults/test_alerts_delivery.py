@@ -27,7 +27,8 @@ from django.utils import timezone
 
 from alerts import services
 from alerts.models import ChannelKind, Delivery, PendingEvaluation, RuleKind
-from alerts.sinks import WebhookReceiver
+from alerts.selectors import Match
+from alerts.sinks import SmtpSink, WebhookReceiver
 from config.celery import publish
 from tests.factories import failure_item
 from tests.faults.processes import CeleryWorker, base_env, wait_until
@@ -179,3 +180,86 @@ def test_a_worker_killed_mid_delivery_leaves_it_to_the_next_worker(
         assert len(receiver.requests) == 2
         assert {request.delivery for request in receiver.requests} == {delivery.idempotency_key}
         assert all(request.signature_ok for request in receiver.requests)
+
+
+def _delivery_for(channel: Any, *, tool: str) -> int:
+    """One new_group delivery on `channel` for a group whose tool is `tool`, published to the
+    test's queue (a group stored before ingest refused control characters in identifiers)."""
+    rule = services.rule_create(name="new", kind=RuleKind.NEW_GROUP, channels=[channel])
+    now = timezone.now()
+    match = Match(
+        subject="group:1", window="w", count=1, window_start=now, window_end=now,
+        first_seen=now, summary=f"new group: {tool}",
+        group={"id": 1, "stage": "execute", "reason": "http_5xx", "tool": tool,
+               "collection": "crlf", "lane": "retry_safe",
+               "url": "http://127.0.0.1:8000/triage/groups/1/"},
+    )  # fmt: skip
+    [delivery_id] = services.rule_fire(rule=rule, matches=[match], now=now)
+    return delivery_id
+
+
+@override_settings(ALERTS_DELIVERY_ATTEMPTS=2)
+def test_a_channel_whose_send_raises_ends_failed_with_its_error_after_its_attempts(
+    to_test_queue: None, workers: list[CeleryWorker], tmp_path: Path
+) -> None:
+    """Before: the exception escaped the task, the row stayed `sending` with no error and
+    the beat took it over every minute, past its attempts, for ever."""
+    with WebhookReceiver() as receiver:
+        channel, _ = services.channel_create(
+            name="hook", kind=ChannelKind.WEBHOOK, target=receiver.url("/hook")
+        )
+        worker = CeleryWorker(queue=QUEUE, app="tests.faults.raising_channel",
+                              env=_env(ALERTS_DELIVERY_ATTEMPTS="2",
+                                       FAULTS_CHANNEL_ERROR="refused at '/hook?token=abc'"),
+                              log_path=tmp_path / "worker.log")  # fmt: skip
+        workers.append(worker)
+        delivery_id = _delivery_for(channel, tool="getOrder")
+
+        def failed() -> bool:
+            if not worker.alive():
+                pytest.fail(f"the worker exited:\n{worker.log()}")
+            return Delivery.objects.filter(pk=delivery_id, status="failed").exists()
+
+        # The first attempt is retried after the first backoff step (10 s).
+        wait_until(failed, timeout=60, what="the delivery to fail", log=worker.log())
+        delivery = Delivery.objects.get(pk=delivery_id)
+        assert (delivery.attempts, delivery.lease_until) == (2, None)
+        assert delivery.answer_code == "error"
+        assert delivery.error == "RuntimeError: refused at '...'"
+        # The beat, later: nothing is taken over or sent again.
+        assert services.deliveries_resend_due(now=timezone.now() + timedelta(hours=1)) == 0
+        time.sleep(1)
+        delivery.refresh_from_db()
+        assert (delivery.status, delivery.attempts) == ("failed", 2)
+        assert receiver.requests == []
+    assert "Traceback" not in worker.log()
+
+
+def test_an_email_header_django_refuses_fails_its_delivery_in_a_worker(
+    to_test_queue: None, workers: list[CeleryWorker], tmp_path: Path
+) -> None:
+    """The issue's reproduction past ingest: a group whose tool holds CR/LF (stored before
+    ingest refused it). Django refuses the subject; the delivery fails at once, with its
+    error, and no mail leaves (header injection stays blocked)."""
+    with SmtpSink() as sink:
+        worker = CeleryWorker(queue=QUEUE,
+                              env=_env(EMAIL_HOST="127.0.0.1", EMAIL_PORT=str(sink.port),
+                                       DJANGO_EMAIL_BACKEND="django.core.mail.backends.smtp.EmailBackend"),
+                              log_path=tmp_path / "worker.log")  # fmt: skip
+        workers.append(worker)
+        mail, _ = services.channel_create(
+            name="mail", kind=ChannelKind.EMAIL, target="oncall@example.com"
+        )
+        delivery_id = _delivery_for(mail, tool="getOrder\r\nBcc: x@attacker.example")
+
+        def failed() -> bool:
+            if not worker.alive():
+                pytest.fail(f"the worker exited:\n{worker.log()}")
+            return Delivery.objects.filter(pk=delivery_id, status="failed").exists()
+
+        wait_until(failed, timeout=60, what="the delivery to fail", log=worker.log())
+        delivery = Delivery.objects.get(pk=delivery_id)
+        assert (delivery.attempts, delivery.answer_code) == (1, "bad_header")
+        assert "BadHeaderError" in delivery.error
+        assert sink.wait_for(1, timeout=0.5) == []
+    assert "Traceback" not in worker.log()

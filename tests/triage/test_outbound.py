@@ -536,6 +536,8 @@ def test_https_connects_to_the_checked_address_and_verifies_the_host_name(
         "http://[fe80::1%eth0]:8080/x",
         "http://[FE80::1%25lo]/",
         "http://[2001:db8::1%25eth0]/",
+        "http://[fe80::1%2525lo]/",
+        "http://[::ffff:a9fe:a9fe%25lo]/",
     ],
 )
 def test_a_scoped_ipv6_address_is_refused_by_its_form(url: str) -> None:
@@ -543,12 +545,29 @@ def test_a_scoped_ipv6_address_is_refused_by_its_form(url: str) -> None:
 
 
 @pytest.mark.parametrize(
+    "url",
+    ["http://%5Bfe80::1%5D/", "http://fe80%3A%3A1/", "http://[fe80::1%]/", "http://[fe80::1%25]/"],
+)
+def test_percent_encoded_address_literals_are_no_host_at_all(url: str) -> None:
+    assert outbound.url_problem(url) is not None
+
+
+@pytest.mark.parametrize(
     ("url", "address_class"),
     [
-        ("http://[fe80::1%25lo]/", "link_local"),
+        ("http://[fe80::1%25lo]/", "scoped"),
+        ("http://[FE80::1%eth0]/", "scoped"),
         ("http://[fe80::1]/", "link_local"),
+        ("http://[FE80::A9FE:A9FE]/", "link_local"),
         ("http://[::ffff:169.254.169.254]/", "link_local"),
+        ("http://[::ffff:a9fe:a9fe]/", "link_local"),
         ("http://169.254.169.254/", "link_local"),
+        ("http://2852039166/", "link_local"),  # 169.254.169.254 as one number
+        ("http://0xa9fea9fe/", "link_local"),
+        ("http://0xa9.0xfe.0xa9.0xfe/", "link_local"),
+        ("http://0251.0376.0251.0376/", "link_local"),  # octal
+        ("http://169.254.43518/", "link_local"),
+        ("http://127.1/", "loopback"),
     ],
 )
 def test_an_address_literal_is_judged_as_written_never_left_to_the_resolver(
@@ -561,3 +580,23 @@ def test_an_address_literal_is_judged_as_written_never_left_to_the_resolver(
         outbound.check_url(url, allowed_hosts=None, resolve=resolver_that_cannot_read_it)
     assert refused.value.code == "address_not_allowed"
     assert refused.value.evidence["address_class"] == address_class
+
+
+def test_no_allowance_lets_a_scoped_address_through() -> None:
+    allowance = PrivateAllowance.parse(["fe80::/10", "[fe80::1]"])
+    outbound.check_url("http://[fe80::1]/", allowed_hosts=None, private_allowed=allowance)
+    with pytest.raises(OutboundRefused) as refused:
+        outbound.check_url("http://[fe80::1%25lo]/", allowed_hosts=None, private_allowed=allowance)
+    assert refused.value.evidence["address_class"] == "scoped"
+
+
+@pytest.mark.parametrize("host", ["1.2.3", "7.0.0.0.1", "99999999999", "0x", "a1", "1.2.3.4x"])
+def test_only_the_numeric_forms_a_resolver_reads_as_an_address_skip_the_resolver(host: str) -> None:
+    asked: list[str] = []
+
+    def resolve(name: str, port: int) -> list[Any]:
+        asked.append(name)
+        return [ipaddress.ip_address("93.184.216.34")]
+
+    outbound.check_url(f"http://{host}/", allowed_hosts=None, resolve=resolve)
+    assert asked == ([] if host == "1.2.3" else [host])
