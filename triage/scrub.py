@@ -223,12 +223,18 @@ _TOKEN_RE = re.compile(
     r"|(?P<huggingface_token>(?<![A-Za-z0-9])hf_[A-Za-z0-9]{30,})"
     r"|(?P<gitlab_token>(?<![A-Za-z0-9])glpat-[A-Za-z0-9_-]{20,})"
     r"|(?P<npm_token>(?<![A-Za-z0-9])npm_[A-Za-z0-9]{36,})"
+    # gitleaks sendgrid-api-token: SG.<22>.<43>
+    r"|(?P<sendgrid_key>(?<![A-Za-z0-9])SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}(?![A-Za-z0-9_-]))"
+    # A MySQL/MariaDB client's password glued to -p (mysql -u root -pSecret): the
+    # command and its options stay, the password goes.
+    r"|(?P<cli_password>(?P<cli_prefix>(?<![\w-])(?i:mysql|mysqldump|mysqladmin|mariadb"
+    r"|mariadb-dump)(?![\w-])[^\n]{0,200}?\s-p)[^\s'\"]+)"
 )
 # Cheap reasons to run _TOKEN_RE at all, searched in the lower-cased text: plain literals,
 # several times cheaper per char than the branches with lookarounds of _TOKEN_RE.
 _TOKEN_GATE_RE = re.compile(
     r"bearer|basic|token|eyj|sk-|k_live_|k_test_|whsec_|gh[pousr]_|github_pat_|akia|asia|xox"
-    r"|xapp-|hooks\.slack|aiza|ya29\.|hf_|glpat-|npm_|aws"
+    r"|xapp-|hooks\.slack|aiza|ya29\.|hf_|glpat-|npm_|aws|sg\.|mysql|mariadb"
 )
 
 # Header lines in free text: the whole value up to the end of the line or a quote.
@@ -259,10 +265,50 @@ _TEXT_VALUE_RE = re.compile(
 )
 # A word one of the keys above must contain, then the separator (lower-cased text).
 _TEXT_PAIR_GATE_RE = re.compile(
-    r"(?:pass|pwd|secret|token|key|auth|cookie|sess|sid|credential|sign|user|member|customer"
+    r"(?:pass|pwd|pw|sig|secret|token|key|auth|cookie|sess|sid|credential|sign|user|member"
+    r"|customer"
     r"|account|mail|phone|mobile)[\w.-]{0,40}\\{0,3}[\"']?\s{0,3}[:=]"
 )
 _BOOLEAN_WORDS = frozenset({"true", "false", "null", "none", "yes", "no", "[]", "{}"})
+
+# Korean password labels (the seeds' operators write Korean): 비밀번호 (password), 비번 (its
+# short form), 패스워드 (password, transliterated), 암호 (password; also "cipher", hence the
+# separator it must be followed by). The value is the next token.
+_KOREAN_PASSWORD_RE = re.compile(
+    r"(?P<label>(?:비밀\s?번호|비번|패스워드|암호)\s{0,3}[:=：]\s{0,3})"
+    r"(?P<value>(?!\[REDACTED)[^\s,;'\"<>()\[\]{}]{1,200})"
+)
+_KOREAN_PASSWORD_GATE: Final = ("비밀", "비번", "패스워드", "암호")
+
+# A bare AWS secret access key, without the variable name _TOKEN_RE looks for: 40 chars
+# of base64 standing alone. Neither gitleaks nor detect-secrets has a rule for it without
+# context (too many look-alikes), so the shape is narrowed to what random base64 looks
+# like and ordinary values do not: upper and lower case and a digit, at most a few
+# slashes (a URL path has words between them), none leading, and at least 20 distinct
+# characters (a 40-char random key has about 29; hex digests and words have far fewer).
+_BARE_AWS_SECRET_RE = re.compile(
+    r"(?<![A-Za-z0-9/+._-])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=_-]|\.[A-Za-z0-9])"
+)
+
+
+def _is_bare_aws_secret(text: str) -> bool:
+    return (
+        not text.startswith("/")
+        and text.count("/") <= 3
+        and "//" not in text
+        and any(char.isupper() for char in text)
+        and any(char.islower() for char in text)
+        and any(char.isdigit() for char in text)
+        and len(set(text)) >= 20
+    )
+
+
+def _bare_aws_secret_replacement(match: re.Match[str]) -> str:
+    return _marker("aws_secret_key") if _is_bare_aws_secret(match.group()) else match.group()
+
+
+def _korean_password_replacement(match: re.Match[str]) -> str:
+    return match.group("label") + _marker("password")
 
 # Emails: the engine's _EMAIL_RE with bounded parts (RFC 5321 limits), so it stays linear;
 # the engine's own pattern takes seconds on 100 KB of "a.a.a...@" (see _scrub_once).
@@ -279,7 +325,8 @@ _ENGINE_EMAIL_MAX_CHARS: Final = 256
 # and to end right before one. Other letters may touch a number: Korean particles follow
 # it directly ("010-1234-5678로", "850317-2468135입니다").
 _NUMBER_RE = re.compile(
-    r"(?P<rrn>(?<![A-Za-z0-9_.+-])\d{6}-[1-8]\d{6}(?![A-Za-z0-9_-]))"
+    r"(?P<rrn>(?<![A-Za-z0-9_.+-])(?:\d{6}-|\d\d(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01]) ?)"
+    r"[1-8]\d{6}(?![A-Za-z0-9_-]))"
     r"|(?P<card>(?<![A-Za-z0-9_.+-])\d(?:[ -]?\d){12,}(?![A-Za-z0-9_-]|\.\d))"
     r"|(?P<phone_intl>(?<![A-Za-z0-9_+])\+\d(?:[ .()-]{0,2}\d){7,14}(?![A-Za-z0-9_-]|\.\d))"
     r"|(?P<phone_kr>(?<![A-Za-z0-9_.+-])(?:0(?:1[016789]|2|[3-6][1-5]|70|50\d?)"
@@ -289,7 +336,8 @@ _NUMBER_RE = re.compile(
 )
 # What a digit run that is not a card may still hold (see _scrub_digit_run).
 _NOT_CARD_RE = re.compile(
-    r"(?P<rrn>(?<![A-Za-z0-9_.+-])\d{6}-[1-8]\d{6}(?![A-Za-z0-9_-]))"
+    r"(?P<rrn>(?<![A-Za-z0-9_.+-])(?:\d{6}-|\d\d(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01]) ?)"
+    r"[1-8]\d{6}(?![A-Za-z0-9_-]))"
     r"|(?P<phone_kr>(?<![A-Za-z0-9_.+-])(?:0(?:1[016789]|2|[3-6][1-5]|70|50\d?)"
     r"|\(0(?:1[016789]|2|[3-6][1-5]|70)\))[ .-]?\d{3,4}[ .-]?\d{4}(?![A-Za-z0-9_-]|\.\d))"
     r"|(?P<phone_us>(?<![A-Za-z0-9_.+-])(?:\(\d{3}\)[ .-]?|\d{3}[ .-])\d{3}[ .-]\d{4}"
@@ -548,6 +596,8 @@ def _token_replacement(match: re.Match[str]) -> str:
             return text
     elif kind == "aws_secret_key":
         return match.group("aws_prefix") + _marker(kind)
+    elif kind == "cli_password":
+        return match.group("cli_prefix") + _marker("password")
     return _marker(kind)
 
 
@@ -658,6 +708,8 @@ def _scrub_once(text: str, depth: int = 0) -> str:
         if "PRIVATE KEY" in out:
             out = _PEM_RE.sub(_marker("private_key"), out)
         out = _TOKEN_RE.sub(_token_replacement, out)
+    if not out.isascii() and any(label in out for label in _KOREAN_PASSWORD_GATE):
+        out = _KOREAN_PASSWORD_RE.sub(_korean_password_replacement, out)
     has_at = "@" in out
     if has_at and "://" in out:
         out = _URL_USERINFO_RE.sub(_marker("userinfo") + "@", out)
@@ -677,6 +729,10 @@ def _scrub_once(text: str, depth: int = 0) -> str:
     # Last, what only shows once decoded; what was found above is no longer encoded there.
     if depth < _MAX_DECODING_DEPTH and ("%" in out or "+" in out or "\\" in out):
         out = _scrub_decoded(out, depth)
+    # After decoding: a run of base64 may be a piece of an encoded key the passes above
+    # redact whole (a PEM block inside a URL).
+    if len(out) >= 40:
+        out = _BARE_AWS_SECRET_RE.sub(_bare_aws_secret_replacement, out)
     return out
 
 
@@ -757,6 +813,9 @@ _SECRET_WORDS = frozenset(
         "accesskey",
         "secretkey",
         "signingkey",
+        # Short names in common use: pw=..., a SAS URL's sig=.
+        "pw",
+        "sig",
     }
 )
 # A word ending in one of these names a secret too (accesstoken, xapikey, sessiontoken,
@@ -788,6 +847,8 @@ _SECRET_WORD_PAIRS = frozenset(
         ("client", "secret"),
         ("subscription", "key"),  # Ocp-Apim-Subscription-Key
         ("connect", "sid"),  # Express's session cookie
+        ("account", "key"),  # Azure storage: AccountKey=
+        ("access", "signature"),  # Azure: SharedAccessSignature=
     }
 )
 # Single generic words that also occur in prose ("token: expired").

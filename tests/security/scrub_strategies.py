@@ -523,7 +523,8 @@ def _phone_intl(rng: random.Random) -> Secret:
 
 def _resident_registration_number(rng: random.Random) -> Secret:
     birth = f"{rng.randint(0, 99):02d}{rng.randint(1, 12):02d}{rng.randint(1, 28):02d}"
-    number = f"{birth}-{rng.choice('12345678')}{_chars(rng, DIGITS, 6)}"
+    separator = rng.choice(["-", "-", "", " "])  # as written on forms, and typed without one
+    number = f"{birth}{separator}{rng.choice('12345678')}{_chars(rng, DIGITS, 6)}"
     number = _fullwidth_sometimes(rng, number)
     return Secret(
         "resident_registration_number",
@@ -741,6 +742,8 @@ _PASSWORD_KEYS = [
     "PASSWORD",
     "passwd",
     "pwd",
+    "pw",
+    "PW",
     "db_password",
     "DB_PASSWORD",
     "userPassword",
@@ -815,6 +818,60 @@ def _oauth_token(rng: random.Random) -> Secret:
     )
 
 
+def _sendgrid(rng: random.Random) -> Secret:
+    key = f"SG.{_chars(rng, URLSAFE, 22, need=(DIGITS,))}.{_chars(rng, URLSAFE, 43, need=(UPPER,))}"
+    return Secret("sendgrid_key", key, key, (key,), fields=(("sendgrid_api_key", key),))
+
+
+def _bare_aws_secret(rng: random.Random) -> Secret:
+    """The secret access key alone, without the variable name that usually names it."""
+    while True:
+        secret = _chars(rng, BASE64, 40, need=(DIGITS, LOWER, UPPER))
+        if not secret.startswith("/") and secret.count("/") <= 3 and "//" not in secret:
+            break
+    text = rng.choice([secret, f"key {secret}", f"aws configure set {secret}"])
+    return Secret(
+        "bare_aws_secret", text, secret, (secret,), fields=(("aws_secret_access_key", secret),)
+    )
+
+
+_KOREAN_PASSWORD_LABELS = ["비밀번호", "비밀 번호", "비번", "패스워드", "암호"]
+
+
+def _korean_password(rng: random.Random) -> Secret:
+    label = rng.choice(_KOREAN_PASSWORD_LABELS)
+    value = _chars(rng, PASSWORD_UNQUOTED, rng.randint(10, 20), need=(DIGITS, LOWER))
+    text = f"{label}{rng.choice([': ', ':', '=', ' : ', '： '])}{value}"
+    return Secret(
+        "korean_password", text, value, (value,), fields=(("password", value), ("note", text))
+    )
+
+
+def _mysql_password(rng: random.Random) -> Secret:
+    value = _chars(rng, BASE62 + "!#$%*^_~", rng.randint(10, 20), need=(DIGITS, LOWER))
+    command = rng.choice(["mysql", "mysqldump", "mariadb", "mysqladmin"])
+    text = f"{command} -h db.internal -u {_word(rng)} -p{value} {_word(rng)}"
+    return Secret(
+        "mysql_password", text, value, (value,), fields=(("password", value), ("command", text))
+    )
+
+
+def _azure_connection_string(rng: random.Random) -> Secret:
+    key = _chars(rng, BASE64, 86, need=(DIGITS, UPPER, LOWER)) + "=="
+    name = rng.choice(["AccountKey", "SharedAccessKey"])
+    text = (
+        f"DefaultEndpointsProtocol=https;AccountName={_word(rng)};{name}={key};"
+        "EndpointSuffix=core.windows.net"
+    )
+    return Secret(
+        "azure_connection_string",
+        text,
+        key,
+        (key,),
+        fields=(("AccountKey", key), ("connection_string", text)),
+    )
+
+
 KINDS: dict[str, Callable[[random.Random], Secret]] = {
     "openai_key": _openai,
     "anthropic_key": _anthropic,
@@ -842,6 +899,11 @@ KINDS: dict[str, Callable[[random.Random], Secret]] = {
     "platform_token": _platform_token,
     "password": _password,
     "oauth_token": _oauth_token,
+    "sendgrid_key": _sendgrid,
+    "bare_aws_secret": _bare_aws_secret,
+    "korean_password": _korean_password,
+    "mysql_password": _mysql_password,
+    "azure_connection_string": _azure_connection_string,
 }
 
 

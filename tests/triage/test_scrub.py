@@ -1029,3 +1029,35 @@ def test_a_refused_body_is_scrub_failed_and_the_batch_keeps_its_other_items(
 def test_ordinary_items_stay_far_below_the_budget() -> None:
     work, refused = scrub_with_work(body_of(HOSTILE_SHAPES["ordinary log text"], 100_000))
     assert not refused and work <= 1.2 * 100_000
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("pw=Hunter2Secret", "Hunter2Secret"),
+        ("mysql -u root -pHunter2Secret shop", "Hunter2Secret"),
+        ("비밀번호: Hunter2Secret", "Hunter2Secret"),
+        ("DB 비번=Hunter2Secret 입니다", "Hunter2Secret"),
+        ("주민등록번호 9001011234567 확인", "9001011234567"),
+        ("rrn 900101 1234567 on file", "900101 1234567"),
+        ("SG.AbCdEfGhIjKlMnOpQrStUv.AbCdEfGhIjKlMnOpQrStUvWxYz0123456789abcdefg", "SG.AbCd"),
+        ("the key is wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY, rotate it", "wJalrXUtnFEMI"),
+        ("AccountName=shop;AccountKey=abc123DEF456ghi789+/==;EndpointSuffix=x", "abc123DEF"),
+    ],
+)
+def test_the_shapes_review_found_unscrubbed_are_redacted(text: str, secret: str) -> None:
+    assert secret not in scrub_text(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "order 1764921600000 placed at 2026-12-05",  # epoch milliseconds: not a birth date
+        "commit 3f2a9c1e0b7d4a5f6e8c9b0a1d2e3f4a5b6c7d8e",  # a hex digest
+        "GET /api/v1/orders/ABCdef123/items/xyzQRS789 returned 503",
+        "암호화 방식: AES-256",  # "encryption method": the word, not the label
+        "mysql -u root -p shop",  # -p alone asks for the password at the prompt
+    ],
+)
+def test_look_alikes_of_the_new_shapes_stay(text: str) -> None:
+    assert scrub_text(text) == text
