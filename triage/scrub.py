@@ -275,7 +275,7 @@ _BOOLEAN_WORDS = frozenset({"true", "false", "null", "none", "yes", "no", "[]", 
 # short form), 패스워드 (password, transliterated), 암호 (password; also "cipher", hence the
 # separator it must be followed by). The value is the next token.
 _KOREAN_PASSWORD_RE = re.compile(
-    r"(?P<label>(?:비밀\s?번호|비번|패스워드|암호)\s{0,3}[:=：]\s{0,3})"
+    r"(?P<label>(?:비밀\s?번호|비번|패스워드|암호)\s{0,3}[:=\uff1a]\s{0,3})"
     r"(?P<value>(?!\[REDACTED)[^\s,;'\"<>()\[\]{}]{1,200})"
 )
 _KOREAN_PASSWORD_GATE: Final = ("비밀", "비번", "패스워드", "암호")
@@ -309,6 +309,7 @@ def _bare_aws_secret_replacement(match: re.Match[str]) -> str:
 
 def _korean_password_replacement(match: re.Match[str]) -> str:
     return match.group("label") + _marker("password")
+
 
 # Emails: the engine's _EMAIL_RE with bounded parts (RFC 5321 limits), so it stays linear;
 # the engine's own pattern takes seconds on 100 KB of "a.a.a...@" (see _scrub_once).

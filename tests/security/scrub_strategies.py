@@ -841,7 +841,8 @@ _KOREAN_PASSWORD_LABELS = ["비밀번호", "비밀 번호", "비번", "패스워
 def _korean_password(rng: random.Random) -> Secret:
     label = rng.choice(_KOREAN_PASSWORD_LABELS)
     value = _chars(rng, PASSWORD_UNQUOTED, rng.randint(10, 20), need=(DIGITS, LOWER))
-    text = f"{label}{rng.choice([': ', ':', '=', ' : ', '： '])}{value}"
+    separator = rng.choice([": ", ":", "=", " : ", "\uff1a "])  # the last a fullwidth colon
+    text = f"{label}{separator}{value}"
     return Secret(
         "korean_password", text, value, (value,), fields=(("password", value), ("note", text))
     )
