@@ -894,7 +894,7 @@ _EXTRA_RAW_KEYS = frozenset(
     {"output_preview", "raw_request", "raw_response", "request_payload", "response_payload"}
 )
 # Our own markers used as keys ("[REDACTED_KEY:1]", "[REDACTED:email]") are plain keys.
-_REDACTED_KEY_RE = re.compile(r"^\[REDACTED[^\]]*\]$")
+_REDACTED_KEY_RE = re.compile(r"^\[REDACTED[^\]]*\]\Z")
 # Between an upper-case run and its last letter when a lower-case one follows ("HTTPServer"):
 # a zero-width match, so a long upper-case key is not re-scanned from every position.
 _CAMEL_BOUNDARY_1 = re.compile(r"(?<=[A-Z])(?=[A-Z][a-z])")
@@ -955,7 +955,7 @@ _CLEAN_STRING_MAX_LEN: Final = 64
 _CLEAN_STRINGS_LIMIT: Final = 16_384
 # Long strings are scanned in a window, not whole; see _scrub_string.
 _SCAN_WINDOW: Final = 2 * MAX_STRING_CHARS + 1_000
-_CODE_VALUE_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.:-]{0,63}$")
+_CODE_VALUE_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.:-]{0,63}\Z")
 _MARKER_RE = re.compile(r"\[REDACTED[^\]]{0,40}\]")
 
 
@@ -1047,7 +1047,7 @@ class _Failure(Exception):
         self.segments: list[str] = []
 
 
-_TRUNCATED_ITEMS_RE = re.compile(r"^\[truncated \d+ items\]$")
+_TRUNCATED_ITEMS_RE = re.compile(r"^\[truncated \d+ items\]\Z")
 _SUMMARY_KEYS = frozenset({"redacted", "type", "size", "keys"})
 _SUMMARY_TYPES = frozenset({"object", "array", "string", "number"})
 _NOT_JSON = "value is not plain JSON (bytes, set, object, NaN or infinity)"
