@@ -9,15 +9,19 @@ under ``var/`` unless ``DATABASE_URL`` and ``REDIS_URL`` say otherwise.
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import dj_database_url
+import yaml
 from csp.constants import NONE as CSP_NONE
 from csp.constants import SELF as CSP_SELF
 from django.core.exceptions import ImproperlyConfigured
 
 from config.env import env_bool, env_float, env_int, env_list, env_str
 from qualitylab.credentials import CredentialRules
+from triage import taxonomy
 from triage.outbound import PrivateAllowance
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -316,6 +320,53 @@ TRIAGE_INGEST_QUOTA_PER_MINUTE = env_int("TRIAGE_INGEST_QUOTA_PER_MINUTE", 600_0
 TRIAGE_INGEST_QUOTA_BYTES_PER_MINUTE = env_int(
     "TRIAGE_INGEST_QUOTA_BYTES_PER_MINUTE", 256 * 1024 * 1024, minimum=1
 )
+
+
+def env_envelope_codes(name: str) -> dict[str, str]:
+    """Operators' envelope codes (triage/intake/envelope.py): {"CODE": "desk_reason", ...},
+    given inline as a JSON object or as the path of a JSON or YAML file holding one. Each
+    code is 1-100 letters, digits, '_', '.', ':' or '-'; each reason one the taxonomy knows
+    (a code mapped to an unknown reason would stay unmapped, so it is refused here)."""
+    value = env_str(name, "").strip()
+    if not value:
+        return {}
+    if value.startswith("{"):
+        source, text, is_yaml = "its JSON", value, False
+    else:
+        path = Path(value)
+        if path.suffix.lower() not in (".json", ".yaml", ".yml"):
+            raise ImproperlyConfigured(
+                f"{name} must be a JSON object or the path of a .json, .yaml or .yml file."
+            )
+        try:
+            source, text = str(path), path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ImproperlyConfigured(f"{name}: cannot read {path} ({exc}).") from None
+        is_yaml = path.suffix.lower() != ".json"
+    try:
+        table = yaml.safe_load(text) if is_yaml else json.loads(text)
+    except (ValueError, yaml.YAMLError) as exc:
+        raise ImproperlyConfigured(f"{name}: {source} does not parse ({exc}).") from None
+    if table is None:
+        return {}
+    if not isinstance(table, dict):
+        raise ImproperlyConfigured(f"{name}: {source} must hold an object of code: reason.")
+    for code, reason in table.items():
+        if not isinstance(code, str) or not re.fullmatch(r"[A-Za-z0-9_.:\-]{1,100}", code):
+            raise ImproperlyConfigured(
+                f"{name}: the code {code!r} must be 1-100 letters, digits, '_', '.', ':' or '-'."
+            )
+        if not isinstance(reason, str) or reason not in taxonomy.REASONS:
+            raise ImproperlyConfigured(
+                f"{name}: {code} maps to {reason!r}, which is not a reason of the taxonomy "
+                "(GET /api/v1/taxonomy lists them)."
+            )
+    return dict(table)
+
+
+# Envelope codes (seed 004's `code`) the operators map to desk reasons, beside the built-in
+# table; theirs win. See env_envelope_codes for the format.
+TRIAGE_ENVELOPE_CODES = env_envelope_codes("TRIAGE_ENVELOPE_CODES")
 # A running run whose worker has not reported for this long is taken over by a redelivery.
 QUALITYLAB_STALE_RUN_SECONDS = env_int("QUALITYLAB_STALE_RUN_SECONDS", 60, minimum=1)
 # A ceiling for each execute-case call (redirects and body included): a case's timeout_sec

@@ -1,4 +1,5 @@
-"""API views: read access to failures and groups (the doors that write are in triage.intake)."""
+"""API views: read access to failures and groups, and the taxonomy runtimes classify with
+(the doors that write are in triage.intake)."""
 
 from __future__ import annotations
 
@@ -6,13 +7,19 @@ from datetime import UTC
 from typing import Any
 
 from django.utils.dateparse import parse_datetime
-from drf_spectacular.utils import extend_schema
-from rest_framework import generics
-from rest_framework.exceptions import NotFound
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import generics, serializers
+from rest_framework.exceptions import NotAuthenticated, NotFound, PermissionDenied
 from rest_framework.pagination import Cursor, CursorPagination
+from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
 
+from triage import taxonomy
 from triage.intake.auth import HasReadScope
+from triage.intake.envelope import taxonomy_document
+from triage.models import ApiKey
 from triage.selectors import FailureFilters, failures_list, groups_list
 from triage.serializers import (
     FailureFilterSerializer,
@@ -73,3 +80,100 @@ class GroupListApi(_FilteredList):
 
     def get_queryset(self) -> Any:
         return groups_list(filters=self.filters())
+
+
+# --- the taxonomy, for runtimes -------------------------------------------------------------
+
+
+class _TextsSerializer(serializers.Serializer[Any]):
+    en = serializers.CharField()
+    ko = serializers.CharField()
+
+
+class _StageSerializer(serializers.Serializer[Any]):
+    code = serializers.CharField()
+    title = _TextsSerializer()
+
+
+class _ReasonSerializer(serializers.Serializer[Any]):
+    code = serializers.CharField()
+    stage = serializers.CharField()
+    lane = serializers.ChoiceField(choices=list(taxonomy.LANES))
+    retryable = serializers.BooleanField()
+    api_called = serializers.ChoiceField(choices=["no", "yes", "maybe"])
+    execution_state = serializers.ChoiceField(choices=list(taxonomy.EXECUTION_STATES))
+    meaning = _TextsSerializer()
+    advice = _TextsSerializer(help_text="Where to look first (the triage guide's line).")
+
+
+class _LaneSerializer(serializers.Serializer[Any]):
+    code = serializers.CharField(help_text="One of the lanes a reason names.")
+    next_action = serializers.CharField(help_text="seed 004's retry.next_action for the lane.")
+    meaning = _TextsSerializer()
+
+
+class TaxonomySerializer(serializers.Serializer[Any]):
+    version = serializers.CharField(help_text="TAXONOMY_VERSION; each record stores its own.")
+    stages = _StageSerializer(many=True, help_text="In lifecycle order.")
+    reasons = _ReasonSerializer(many=True)
+    lanes = _LaneSerializer(many=True)
+    envelope_codes = serializers.DictField(
+        child=serializers.CharField(),
+        help_text="Envelope code -> reason: the built-in table plus TRIAGE_ENVELOPE_CODES. "
+        "A code spelled like a reason (any case) maps to that reason without an entry.",
+    )
+
+
+class HasIngestOrReadScope(BasePermission):
+    """Any API key that may ingest or read (a runtime polls this with its ingest key), or a
+    signed-in person who may read the triage page, which shows the same vocabulary."""
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        if isinstance(request.auth, ApiKey):
+            if request.auth.has_scope("ingest") or request.auth.has_scope("read"):
+                return True
+            raise PermissionDenied(
+                "This API key has neither the 'ingest' nor the 'read' scope.",
+                code="missing_scope",
+            )
+        user = request.user
+        if user is None or not user.is_authenticated:
+            raise NotAuthenticated(
+                "Send an API key: Authorization: Bearer <key>.", code="missing_api_key"
+            )
+        if user.has_perm("triage.view_failuregroup"):
+            return True
+        raise PermissionDenied("Your account has no role that may read this.", code="missing_role")
+
+
+# Runtimes poll: they may reuse an answer this long, then ask again with If-None-Match and
+# get a bodiless 304 while nothing changed (it changes with a deploy or TRIAGE_ENVELOPE_CODES).
+TAXONOMY_CACHE_CONTROL = "private, max-age=300"
+
+
+class TaxonomyApi(APIView):
+    permission_classes = [HasIngestOrReadScope]
+
+    @extend_schema(
+        operation_id="taxonomy",
+        summary="The failure taxonomy: stages, reasons, lanes and envelope codes (en, ko)",
+        responses={
+            200: TaxonomySerializer,
+            304: OpenApiResponse(description="Not modified: If-None-Match holds the ETag."),
+            401: OpenApiResponse(description='{"error": {"code": "missing_api_key", ...}}'),
+            403: OpenApiResponse(description='{"error": {"code": "missing_scope", ...}}'),
+        },
+    )
+    def get(self, request: Request) -> Response:
+        body, etag = taxonomy_document()
+        headers = {"ETag": etag, "Cache-Control": TAXONOMY_CACHE_CONTROL}
+        tags = _if_none_match(request.headers.get("If-None-Match", ""))
+        if etag in tags or "*" in tags:
+            return Response(status=304, headers=headers)
+        return Response(body, headers=headers)
+
+
+def _if_none_match(header: str) -> set[str]:
+    """The entity tags of an If-None-Match header (`*` matches any, RFC 9110); a weak tag
+    is compared as strong: the answer is the same JSON either way."""
+    return {tag.strip().removeprefix("W/") for tag in header.split(",") if tag.strip()}

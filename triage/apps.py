@@ -3,6 +3,9 @@ from __future__ import annotations
 from typing import Any
 
 from django.apps import AppConfig
+from django.utils import translation
+
+from triage import taxonomy
 
 
 class TriageConfig(AppConfig):
@@ -13,6 +16,7 @@ class TriageConfig(AppConfig):
         from django.contrib.auth.signals import user_logged_in
 
         user_logged_in.connect(_remember_chosen_zone, dispatch_uid="triage-person-time-zone")
+        taxonomy.use_message_catalog(_DjangoCatalog())
 
 
 def _remember_chosen_zone(sender: Any, request: Any, user: Any, **kwargs: Any) -> None:
@@ -21,3 +25,13 @@ def _remember_chosen_zone(sender: Any, request: Any, user: Any, **kwargs: Any) -
 
     if request is not None and hasattr(request, "session"):
         remember_chosen_zone(request, user)
+
+
+class _DjangoCatalog(taxonomy.MessageCatalog):
+    """The taxonomy's texts from Django's message catalogs (locale/), in any language."""
+
+    def text(self, message: str, language: str) -> str:
+        if not message:
+            return ""
+        with translation.override(language):
+            return str(translation.gettext(message))

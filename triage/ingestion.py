@@ -6,10 +6,18 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Count, Max, Q, QuerySet, Subquery, Sum
+from django.db.models import Count, Max, OuterRef, Q, QuerySet, Subquery, Sum
 from django.db.models.functions import Coalesce
 
-from triage.models import ApiKey, FailureGroup, IngestBatch, IngestRejection, ToolPolicy
+from triage.intake.envelope import EXTRA_KEY as ENVELOPE_KEY
+from triage.models import (
+    ApiKey,
+    FailureGroup,
+    FailureRecord,
+    IngestBatch,
+    IngestRejection,
+    ToolPolicy,
+)
 
 LEDGER_PAGE_SIZE = 50
 
@@ -88,8 +96,10 @@ def api_keys_list() -> QuerySet[ApiKey]:
 
 
 def unmapped_reasons_queue() -> list[dict[str, Any]]:
-    """Every stored (stage, reason) the taxonomy does not know, most frequent first."""
-    return list(
+    """Every stored (stage, reason) the taxonomy does not know, most frequent first; a row
+    whose newest record is an envelope with that code says so (`envelope_code`): it is
+    mapped with TRIAGE_ENVELOPE_CODES, not by a new reason."""
+    rows = list(
         FailureGroup.objects.filter(reason_mapped=False)
         .values("stage", "reason")
         .annotate(
@@ -99,6 +109,25 @@ def unmapped_reasons_queue() -> list[dict[str, Any]]:
         )
         .order_by("-record_count", "stage", "reason")
     )
+    if not rows:
+        return rows
+    # One probe of the (group, occurred_at) index per unmapped group, never a scan of its
+    # records: an envelope's unmapped code is stored as the reason itself.
+    newest_code = Subquery(
+        FailureRecord.objects.filter(group=OuterRef("pk"))
+        .order_by("-occurred_at", "-id")
+        .values(f"extra__{ENVELOPE_KEY}__code")[:1]
+    )
+    from_envelopes = {
+        (stage, reason)
+        for stage, reason, code in FailureGroup.objects.filter(reason_mapped=False)
+        .annotate(newest_code=newest_code)
+        .values_list("stage", "reason", "newest_code")
+        if code == reason
+    }
+    for row in rows:
+        row["envelope_code"] = (row["stage"], row["reason"]) in from_envelopes
+    return rows
 
 
 def tool_policies(*, text: str = "") -> QuerySet[ToolPolicy]:

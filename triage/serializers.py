@@ -20,10 +20,25 @@ class IngestItemSerializer(serializers.Serializer[Any]):
     is rejected alone instead of failing the batch."""
 
     type = serializers.ChoiceField(
-        choices=["failure", "runner_event", "receipt", "audit_event", "learning_attempt"]
+        choices=[
+            "failure",
+            "runner_event",
+            "receipt",
+            "audit_event",
+            "learning_attempt",
+            "envelope",
+        ]
     )
     id = serializers.CharField(max_length=200, help_text="Your idempotency id for this item.")
-    body = serializers.DictField(help_text="The record; see the README for each type's fields.")
+    body = serializers.DictField(
+        help_text=(
+            "The record; see the README for each type's fields. An `envelope` is seed 004's "
+            "error envelope (status failed|uncertain|blocked, code, retry{allowed, reason, "
+            "next_action}, execution{state, idempotency_key}, evidence, user_safe_message) "
+            "with `tool` and `collection` beside it; its code names a reason through the "
+            "table GET /api/v1/taxonomy lists as envelope_codes."
+        )
+    )
 
 
 class IngestRequestSerializer(serializers.Serializer[Any]):

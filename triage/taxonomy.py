@@ -1113,3 +1113,74 @@ def stage_index(stage: str) -> int:
 
 def is_known_stage(stage: str) -> bool:
     return stage in _STAGE_POSITION
+
+
+# --------------------------------------------------------------------------------------
+# The taxonomy as runtimes read it (GET /api/v1/taxonomy, manage.py taxonomy)
+# --------------------------------------------------------------------------------------
+
+# What an agent does next in each lane, as seed 004's envelope spells `retry.next_action`
+# (the seed writes query_by_idempotency_key and request_approval; the others follow suit).
+LANE_NEXT_ACTION: dict[str, str] = {
+    "retry_safe": "retry_with_backoff",
+    "reconcile_first": "query_by_idempotency_key",
+    "input_stale": "refresh_inputs_and_replan",
+    "policy_blocked": "request_approval",
+    "manual_investigation": "stop_automation_and_investigate",
+}
+
+# The languages every text of the document comes in; codes are never translated.
+PUBLIC_LANGUAGES: tuple[str, ...] = ("en", "ko")
+
+
+class MessageCatalog:
+    """Where public_document() reads a text in a language. This module imports no Django,
+    so the triage app installs the one that reads Django's catalogs (triage/apps.py)."""
+
+    def text(self, message: str, language: str) -> str:
+        raise NotImplementedError
+
+
+_CATALOGS: list[MessageCatalog] = []
+
+
+def use_message_catalog(catalog: MessageCatalog) -> None:
+    _CATALOGS[:] = [catalog]
+
+
+def public_document() -> dict[str, object]:
+    """The vocabulary as one JSON document: stages, reasons and lanes, each text in English
+    and Korean (from the message catalogs). Reads no database; the same for every caller
+    and whatever language is active."""
+    if not _CATALOGS:
+        raise RuntimeError("public_document() needs the triage app loaded (django.setup()).")
+    catalog = _CATALOGS[0]
+
+    def texts(message: str) -> dict[str, str]:
+        return {language: catalog.text(message, language) for language in PUBLIC_LANGUAGES}
+
+    return {
+        "version": TAXONOMY_VERSION,
+        "stages": [{"code": code, "title": texts(STAGE_INFO[code].title)} for code in STAGES],
+        "reasons": [
+            {
+                "code": info.code,
+                "stage": info.stage,
+                "lane": info.lane,
+                "retryable": info.retryable,
+                "api_called": info.api_called,
+                "execution_state": info.default_execution_state,
+                "meaning": texts(info.meaning),
+                "advice": texts(info.triage_advice),
+            }
+            for info in _REASON_LIST
+        ],
+        "lanes": [
+            {
+                "code": code,
+                "next_action": LANE_NEXT_ACTION[code],
+                "meaning": texts(LANE_INFO[code].default_action),
+            }
+            for code in LANES
+        ],
+    }

@@ -10,6 +10,8 @@ app_name = "triage"
 # The doors runtimes send to; the ingest pool (config/urls_ingest.py) serves only these.
 ingest_urlpatterns = [
     path("ingest", native.IngestApi.as_view(), name="api-ingest"),
+    # Read by the same runtimes, with the same key, from the address they send to.
+    path("taxonomy", api.TaxonomyApi.as_view(), name="api-taxonomy"),
 ]
 
 api_urlpatterns = [

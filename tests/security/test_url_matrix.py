@@ -424,6 +424,9 @@ SITE: dict[str, Row] = {
                             kind="api"),
     "api:api-groups": Row(lambda w: "/api/v1/groups", get=api("read", readers=READERS),
                           kind="api"),
+    # The vocabulary runtimes classify with: their ingest key reads it too.
+    "api:api-taxonomy": Row(lambda w: "/api/v1/taxonomy",
+                            get={**api("read", readers=READERS), KEY_INGEST: OK}, kind="api"),
     "learning-api:suggestions": Row(lambda w: "/api/v1/learning/suggestions?collection=bo-dev",
                                     get=api("read", readers=READERS), kind="api"),
     # Triage

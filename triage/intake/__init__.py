@@ -6,5 +6,6 @@ in `otlp_spans.py`) hand items to `ingest.batch_ingest`, which scrubs, classifie
 each item exactly once and writes the ledger. Both doors share API-key authentication
 (`auth.py`), the per-key quota (`quota.py`), the body reader with its size and gzip limits
 (`parsers.py`) and the error handling (`errors.py`); items are parsed per type in
-`normalize.py`, with `runner_events.py` for graph-tool-call runner events.
+`normalize.py`, with `runner_events.py` for graph-tool-call runner events and `envelope.py`
+for seed 004's error envelopes (and the taxonomy document runtimes read).
 """

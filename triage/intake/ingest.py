@@ -28,6 +28,8 @@ from django.db.models import JSONField, Model, Q
 from django.utils import timezone
 
 from triage import taxonomy
+from triage.intake.envelope import EXTRA_KEY as ENVELOPE_KEY
+from triage.intake.envelope import envelope_contradictions, parse_envelope
 from triage.intake.normalize import (
     ITEM_TYPES,
     AuditEventFields,
@@ -93,6 +95,7 @@ _PARSERS: dict[str, Callable[..., ParsedFields]] = {
     "runner_event": parse_runner_event,
     "receipt": parse_receipt,
     "audit_event": parse_audit_event,
+    "envelope": parse_envelope,
 }
 ParsedFields = FailureFields | RunnerEventFields | ReceiptFields | AuditEventFields
 
@@ -755,6 +758,10 @@ def _store_failures(
         derived = classify(
             reason=fields.reason, tool=tool, sent=fields.sent, evidence=fields.evidence
         )
+        if item.item_type == "envelope":
+            derived.contradictions += envelope_contradictions(
+                fields.extra[ENVELOPE_KEY], derived, reason=fields.reason
+            )
         records.append(
             FailureRecord(
                 batch=batch,

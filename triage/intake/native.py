@@ -27,7 +27,7 @@ class IngestApi(APIView):
 
     @extend_schema(
         operation_id="ingest_batch",
-        summary="Ingest a batch of failures, runner events, receipts and audit events",
+        summary="Ingest a batch of failures, runner events, receipts, audit events, envelopes",
         request=IngestRequestSerializer,
         responses={
             200: IngestResponseSerializer,

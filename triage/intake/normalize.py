@@ -20,7 +20,7 @@ from triage.collection_names import INVALID_COLLECTION_NAME, collection_name_pro
 from triage.intake.runner_events import failure_from_runner_event
 from triage.lanes import Sent
 
-ITEM_TYPES = ("failure", "runner_event", "receipt", "audit_event")
+ITEM_TYPES = ("failure", "runner_event", "receipt", "audit_event", "envelope")
 _CODE_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,100}\Z")
 # Clocks drift; a record claiming to come from further ahead than this is refused.
 _MAX_CLOCK_SKEW = timedelta(hours=1)
