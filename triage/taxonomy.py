@@ -980,17 +980,18 @@ _REASON_LIST: tuple[ReasonInfo, ...] = (
         ),
         evidence_keys=("error_type", "jsonrpc_code", "tool_call_id"),
         usual_action=gettext_noop(
-            "Install the NextActionContract middleware on the MCP server so its failures "
-            "arrive with their real reason."
+            "Have the MCP server's tool say why on its span (tool_call.failure.reason and "
+            "tool_call.execution_state), so its failures arrive with their real reason."
         ),
-        operator_action="install_next_action_contract_middleware",
+        operator_action="report_the_reason_on_the_span",
         triage_advice=gettext_noop(
             "Look first at the MCP server's own logs for this call. To get the real reason "
-            "next time, add triage-desk-client's NextActionContract middleware to the server "
-            "(pip install 'triage-desk-client[mcp]'): it classifies each failed call, answers "
-            "the agent with its next action and reports the reason to the desk."
+            "next time, have the tool set the span attributes tool_call.failure.reason, "
+            "tool_call.failure.stage and tool_call.execution_state before it fails (the desk "
+            "reads them before anything else), or report the failure with triage-desk-client's "
+            "Reporter, naming the call's trace_id and span_id so span and report are one record."
         ),
-        usually_fixed_in=gettext_noop("the MCP server's middleware (triage-desk-client[mcp])"),
+        usually_fixed_in=gettext_noop("the MCP server's tool code (its span attributes)"),
         # The tool ran and may have written before it failed; nothing says how far it got.
         api_called="maybe",
         lane="manual_investigation",

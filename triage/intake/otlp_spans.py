@@ -39,7 +39,7 @@ it is skipped like any other span.
 Every convention's failure is then read the same way, first match wins:
 
 1. `tool_call.failure.reason` / `tool_call.failure.stage` / `tool_call.execution_state`
-   (what triage-desk-client's NextActionContract middleware sets): as sent; the stage from
+   (what a tool's own code sets on its span): as sent; the stage from
    the catalog when only the reason is sent.
 2. A JSON-RPC error code (`rpc.response.status_code`, `error.type` or the older
    `rpc.jsonrpc.error_code`; an MCP server span carries it when the handler raised a
@@ -427,7 +427,7 @@ def _failure_fields(
         derived_reason, state = UNREPORTED_REASON, None
         message = message or (
             "tools/call returned isError; the span does not say why "
-            "(install the NextActionContract middleware on the server)"
+            "(the tool can set tool_call.failure.reason on its span)"
         )
     reason = attributes.get(REASON_ATTRIBUTE) or derived_reason
     stage = attributes.get(STAGE_ATTRIBUTE)

@@ -148,8 +148,7 @@ def test_without_the_middleware_tool_errors_are_stored_as_unreported(
     assert page.status_code == 200
     text = page.content.decode()
     assert 'id="unreported-reason"' in text
-    assert "pip install 'triage-desk-client[mcp]'" in text
-    assert f'MCPServer("{SERVICE}", middleware=[NextActionContract(reporter' in text
+    assert 'span.set_attribute("tool_call.failure.reason", "timeout")' in text
 
 
 def test_a_low_level_servers_protocol_errors_carry_their_jsonrpc_code(
@@ -199,3 +198,31 @@ def test_a_low_level_servers_protocol_errors_carry_their_jsonrpc_code(
     ]
     codes = FailureRecord.objects.values_list("evidence__jsonrpc_code", flat=True)
     assert sorted(codes) == [-32602, -32602, -32601]
+
+
+def test_a_tool_that_says_why_on_its_span_is_stored_with_its_reason(
+    exporting_to_the_desk: TracerProvider,
+) -> None:
+    """What the group page of tool_error_unreported advises: the tool's own code names the
+    reason and execution state on the SDK's span, which the desk reads before the rest."""
+    from opentelemetry import trace
+
+    server = MCPServer("billing")
+
+    @server.tool()
+    def send_invoice(order_id: str) -> str:
+        span = trace.get_current_span()
+        span.set_attribute("tool_call.failure.reason", "timeout")
+        span.set_attribute("tool_call.execution_state", "started_unknown")
+        raise TimeoutError("no answer after the request was sent")
+
+    outcomes = anyio.run(call_all, server, [("send_invoice", {"order_id": "A-1"})])
+    assert outcomes == ["isError"]
+    assert exporting_to_the_desk.force_flush(30_000)
+    record = FailureRecord.objects.get()
+    assert (record.tool, record.stage, record.reason, record.execution_state) == (
+        "send_invoice",
+        "execute",
+        "timeout",
+        "started_unknown",
+    )

@@ -240,7 +240,7 @@ def test_mcp_tool_error_alone_is_unreported_not_guessed() -> None:
     assert "execution_state" not in body  # the taxonomy's default: started_unknown
     assert body["evidence"] == {"error_type": "tool_error"}
     assert "exception_type" not in body["evidence"]
-    assert "NextActionContract" in body["message"]
+    assert "tool_call.failure.reason" in body["message"]
     assert taxonomy.REASONS["tool_error_unreported"].default_execution_state == "started_unknown"
 
 
@@ -353,5 +353,5 @@ def test_the_unreported_reason_says_what_is_known_and_how_to_learn_more() -> Non
         "adapter",
     )
     assert info.default_execution_state == "started_unknown" and not info.retryable
-    assert "NextActionContract" in info.triage_advice
-    assert "pip install 'triage-desk-client[mcp]'" in info.triage_advice
+    assert "tool_call.failure.reason" in info.triage_advice
+    assert "trace_id and span_id" in info.triage_advice

@@ -50,7 +50,7 @@ def post_span(client: APIClient, *, span_id: bytes = SPAN, **attributes: Any) ->
 
 
 def report(item_id: str = "report-1", *, span: bytes = SPAN, **body: Any) -> dict[str, Any]:
-    """What the NextActionContract middleware reports for the same call: the real reason,
+    """What a runtime reports for the same call: the real reason,
     the envelope the agent got, an idempotency key."""
     fields: dict[str, Any] = {
         "tool": "get_delivery",
