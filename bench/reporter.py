@@ -2,7 +2,7 @@
 how fast it delivers to a local desk against bench/ingest.py's direct HTTP sender.
 
     .venv/bin/python bench/reporter.py [--records 20000] [--calls 20000] [--repeat 2]
-        [--database-url URL] [--strict]
+        [--durability append|batched|both] [--database-url URL] [--json OUT] [--strict]
 
 What one run does:
 
@@ -13,8 +13,13 @@ What one run does:
 2. **Cost in the caller's thread**: ``--calls`` calls of ``reporter.failure(body)``, each
    timed with ``perf_counter_ns``: with the desk up (the sender thread delivering meanwhile,
    so its work competes for the interpreter) and with the desk down (nothing listens on its
-   port: the sender backs off and the spool grows). p50, p99 and the worst call, in
-   microseconds; target p99 under 50 µs either way. The benchmark's own items are frozen
+   port: the sender backs off and the spool grows), for each ``durability`` of the
+   reporter (``append``, the default, as before, and ``batched``; ``--durability`` picks
+   one). p50, p99, p99.9 and the worst call, in microseconds; targets: p99 under 50 µs and
+   the worst call under 5 ms, either way. Each run must also have lost nothing: with the
+   desk up every call delivered and answered, with it down every call in the spool files
+   after ``close()``; a run that fails this is BROKEN (exit 2) and no figure of its mode
+   is judged. The benchmark's own items are frozen
    out of the garbage collector first (``gc.freeze()``), so its pauses are not theirs.
    In the same loop, call by call (one before, one after, in turns, so both meet the same
    moments of the machine), it times the **floor**: what any client that spools must do
@@ -24,25 +29,30 @@ What one run does:
    from what the machine allows, whether or not the machine allows 50 µs. (report() does
    more than the floor: the default id's SHA-256, the checks, the lock.)
 3. **Delivery rate**: ``--records`` items from this process to the desk, from the first
-   ``report()`` to ``flush()`` returning (every item answered), against bench/ingest.py's
+   ``report()`` to ``flush()`` returning (every item answered), for each durability,
+   against bench/ingest.py's
    ``post_all`` sending the same items, already encoded in batches of 500, over 2
    connections (its default, like the reporter's ``max_in_flight``) and over 1. Each path
    starts from empty tables, and the database must then hold exactly the sent records.
    Target: the reporter at least 0.8x the direct sender. ``--repeat N`` interleaves N
-   rounds and compares the best of each path.
+   rounds and compares the best of each path. A path whose answers or stored rows are
+   wrong is BROKEN: no ratio is printed from it and the run exits 2.
+
+``--json OUT`` also writes every row and the verdicts to OUT, for the benchmarks page.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import json
 import os
 import shutil
 import statistics
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -53,8 +63,8 @@ if str(ROOT) not in sys.path:
 from triage_desk_client import Reporter  # noqa: E402
 
 # The floor encodes with the reporter's own encoder, so it follows its settings.
-from triage_desk_client.reporter import _ENCODER  # noqa: E402
-from triage_desk_client.spool import frame  # noqa: E402
+from triage_desk_client.reporter import _ENCODER, DURABILITIES  # noqa: E402
+from triage_desk_client.spool import SEGMENT_SUFFIX, frame, unframe  # noqa: E402
 
 from bench.ingest import (  # noqa: E402
     FAST_APP,
@@ -74,7 +84,12 @@ from bench.ingest import (  # noqa: E402
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/triage_bench_reporter"
 BATCH = 500
 TARGET_P99_US = 50.0
+TARGET_WORST_US = 5000.0
 TARGET_RATIO = 0.8
+
+
+class Broken(Exception):
+    """A measured path lost, doubled or refused items: its figures measure nothing."""
 
 
 @dataclass
@@ -86,6 +101,8 @@ class CallerCost:
     worst_us: float
     floor_p50_us: float  # encode + frame + os.write, timed in the same loop
     floor_p99_us: float
+    durability: str = "append"
+    p999_us: float = 0.0
 
     @property
     def ratio(self) -> float:
@@ -105,13 +122,17 @@ class Delivery:
         return self.records / self.seconds if self.seconds else 0.0
 
 
-def caller_cost(label: str, url: str, key: str, items: list[dict[str, Any]]) -> CallerCost:
+def caller_cost(
+    label: str, url: str, key: str, items: list[dict[str, Any]], durability: str = "append"
+) -> CallerCost:
     # The items are this benchmark's data, not the reporter's: out of the collector's full
     # collections, whose pauses would otherwise be the cost of walking them.
     gc.collect()
     gc.freeze()
     spool = tempfile.mkdtemp(prefix="reporter-bench-")
-    reporter = Reporter(url, key, spool_dir=spool, batch_size=BATCH, max_backoff=2.0)
+    reporter = Reporter(
+        url, key, spool_dir=spool, batch_size=BATCH, max_backoff=2.0, durability=durability
+    )
     floor_fd, floor_path = tempfile.mkstemp(prefix="reporter-floor-")
     clock = time.perf_counter_ns
 
@@ -137,7 +158,21 @@ def caller_cost(label: str, url: str, key: str, items: list[dict[str, Any]]) -> 
             else:
                 floor.append(timed_floor(item["body"]))
                 timings.append(timed_report(item["body"]))
-        reporter.flush(120 if label == "desk up" else 0)
+        if label == "desk up":
+            # Every call must have reached the desk: a reporter that lost or refused items
+            # would be fast for the wrong reason.
+            delivered = reporter.flush(120)
+            stats = reporter.stats()
+            if not delivered or stats["sent"] + stats["duplicate"] != len(items):
+                raise Broken(f"{durability}, desk up: not every call was delivered: {stats}")
+        reporter.close(timeout=0)
+        if label == "desk down":
+            # close() writes out the batched mode's queue: every call must be on disk.
+            spooled = records_in(spool)
+            if spooled != len(items):
+                raise Broken(
+                    f"{durability}, desk down: {spooled} of {len(items)} calls in the spool"
+                )
     finally:
         reporter.close(timeout=0)
         shutil.rmtree(spool, ignore_errors=True)
@@ -154,26 +189,46 @@ def caller_cost(label: str, url: str, key: str, items: list[dict[str, Any]]) -> 
         worst_us=timings[-1] / 1000,
         floor_p50_us=statistics.median(floor) / 1000,
         floor_p99_us=_p99(floor) / 1000,
+        durability=durability,
+        p999_us=_quantile(timings, 0.999) / 1000,
     )
 
 
+def records_in(spool: str) -> int:
+    """Intact records in the spool's segment files."""
+    count = 0
+    for name in os.listdir(spool):
+        if name.endswith(SEGMENT_SUFFIX):
+            with open(os.path.join(spool, name), "rb") as segment:
+                count += sum(1 for line in segment if unframe(line.rstrip(b"\n")) is not None)
+    return count
+
+
 def _p99(sorted_timings: list[int]) -> int:
-    return sorted_timings[int(len(sorted_timings) * 0.99)]
+    return _quantile(sorted_timings, 0.99)
 
 
-def deliver_with_reporter(port: int, key: str, items: list[dict[str, Any]]) -> float:
+def _quantile(sorted_timings: list[int], share: float) -> int:
+    return sorted_timings[min(len(sorted_timings) - 1, int(len(sorted_timings) * share))]
+
+
+def deliver_with_reporter(
+    port: int, key: str, items: list[dict[str, Any]], durability: str = "append"
+) -> float:
     spool = tempfile.mkdtemp(prefix="reporter-bench-")
-    reporter = Reporter(f"http://127.0.0.1:{port}", key, spool_dir=spool, batch_size=BATCH)
+    reporter = Reporter(
+        f"http://127.0.0.1:{port}", key, spool_dir=spool, batch_size=BATCH, durability=durability
+    )
     try:
         started = time.perf_counter()
         for item in items:
             reporter.failure(item["body"], id=item["id"])
         if not reporter.flush(600):
-            raise SystemExit(f"the reporter did not deliver: {reporter.stats()}")
+            raise Broken(f"reporter ({durability}) did not deliver: {reporter.stats()}")
         seconds = time.perf_counter() - started
         stats = reporter.stats()
         if stats["sent"] != len(items):
-            raise SystemExit(f"the reporter's answers were not all accepted: {stats}")
+            raise Broken(f"reporter ({durability}): not every answer was accepted: {stats}")
     finally:
         reporter.close(timeout=0)
         shutil.rmtree(spool, ignore_errors=True)
@@ -186,7 +241,7 @@ def deliver_directly(port: int, key: str, items: list[dict[str, Any]], connectio
     sizes = [min(BATCH, len(items) - start) for start in range(0, len(items), BATCH)]
     errors = check_responses(results, sizes)
     if errors:
-        raise SystemExit("direct sender: " + "; ".join(errors[:3]))
+        raise Broken("direct sender: " + "; ".join(errors[:3]))
     return seconds
 
 
@@ -195,47 +250,79 @@ def consistent(database_url: str, records: int) -> bool:
     return counts["records"] == counts["claims"] == counts["group_sum"] == records
 
 
+def reporter_path(durability: str) -> str:
+    # "reporter" alone is the default durability's row, named as before.
+    return "reporter" if durability == "append" else f"reporter, {durability}"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else "")
     parser.add_argument("--records", type=int, default=20_000, help="items per delivery run")
     parser.add_argument("--calls", type=int, default=20_000, help="timed report() calls")
     parser.add_argument("--repeat", type=int, default=2, help="rounds; the best counts")
+    parser.add_argument(
+        "--durability",
+        choices=(*DURABILITIES, "both"),
+        default="both",
+        help="the reporter's durability to measure (default: both, side by side)",
+    )
     parser.add_argument("--database-url", default=DEFAULT_DATABASE_URL)
+    parser.add_argument("--json", metavar="OUT", help="also write the results to OUT as JSON")
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
     args = parser.parse_args()
+    modes = list(DURABILITIES) if args.durability == "both" else [args.durability]
 
     env = app_env(args.database_url)
     key = prepare_database(args.database_url, env)
     costs: list[CallerCost] = []
     deliveries: list[Delivery] = []
+    broken: list[str] = []
+    paths = ["direct, 2 connections", "direct, 1 connection", *map(reporter_path, modes)]
     with serve(FAST_APP, ServerConfig(2, 1, 2), env) as (port, _, _):
         for round_number in range(args.repeat):
             prefix = f"r{round_number}"
-            empty_tables(args.database_url)
-            up = build_items(args.calls, prefix=f"{prefix}-up", seed=11)
-            costs.append(caller_cost("desk up", f"http://127.0.0.1:{port}", key, up))
-            down = build_items(args.calls, prefix=f"{prefix}-down", seed=12)
-            costs.append(caller_cost("desk down", f"http://127.0.0.1:{free_port()}", key, down))
-            for path in ("direct, 2 connections", "direct, 1 connection", "reporter"):
+            for mode in modes:  # interleaved, so both modes meet the same machine noise
                 empty_tables(args.database_url)
-                items = build_items(args.records, prefix=f"{prefix}-{path[:8]}", seed=7)
-                if path == "reporter":
-                    seconds = deliver_with_reporter(port, key, items)
-                else:
-                    seconds = deliver_directly(port, key, items, int(path.split()[1]))
-                deliveries.append(
-                    Delivery(path, len(items), seconds, consistent(args.database_url, len(items)))
-                )
+                up = build_items(args.calls, prefix=f"{prefix}-{mode}-up", seed=11)
+                down = build_items(args.calls, prefix=f"{prefix}-{mode}-down", seed=12)
+                for label, url, items in (
+                    ("desk up", f"http://127.0.0.1:{port}", up),
+                    ("desk down", f"http://127.0.0.1:{free_port()}", down),
+                ):
+                    try:
+                        costs.append(caller_cost(label, url, key, items, mode))
+                    except Broken as exc:
+                        print(f"BROKEN: {exc}", file=sys.stderr)
+                        broken.append(f"{mode}, {label}")
+            for path in paths:
+                empty_tables(args.database_url)
+                items = build_items(args.records, prefix=f"{prefix}-{path[:12]}", seed=7)
+                try:
+                    if path.startswith("reporter"):
+                        mode = path.partition(", ")[2] or "append"
+                        seconds = deliver_with_reporter(port, key, items, mode)
+                    else:
+                        seconds = deliver_directly(port, key, items, int(path.split()[1]))
+                except Broken as exc:
+                    print(f"BROKEN: {exc}", file=sys.stderr)
+                    broken.append(path)
+                    continue
+                row = Delivery(path, len(items), seconds, consistent(args.database_url, len(items)))
+                if not row.consistent:
+                    print(f"BROKEN: {path}: the database does not hold exactly the records sent")
+                    broken.append(path)
+                deliveries.append(row)
 
     print(f"\nCaller's thread, {args.calls} report() calls of ~1 KB failure records")
     print("(floor: encode + frame + os.write of the same body, timed in turns with them):")
     print(
-        f"{'desk':<12}{'p50 us':>9}{'p99 us':>9}{'worst us':>10}"
-        f"{'floor p50':>11}{'floor p99':>11}{'p99 / floor':>13}"
+        f"{'desk':<12}{'durability':<12}{'p50 us':>9}{'p99 us':>9}{'p99.9 us':>10}"
+        f"{'worst us':>10}{'floor p50':>11}{'floor p99':>11}{'p99 / floor':>13}"
     )
     for cost in costs:
         print(
-            f"{cost.label:<12}{cost.p50_us:>9.1f}{cost.p99_us:>9.1f}{cost.worst_us:>10.0f}"
+            f"{cost.label:<12}{cost.durability:<12}{cost.p50_us:>9.1f}{cost.p99_us:>9.1f}"
+            f"{cost.p999_us:>10.1f}{cost.worst_us:>10.0f}"
             f"{cost.floor_p50_us:>11.1f}{cost.floor_p99_us:>11.1f}{cost.ratio:>12.2f}x"
         )
     print(f"\nDelivery to gunicorn (2 sync workers) + PostgreSQL, {args.records} records:")
@@ -243,41 +330,101 @@ def main() -> int:
     for row in deliveries:
         check = "ok" if row.consistent else "MISMATCH"
         print(f"{row.path:<24}{row.seconds:>9.2f}{row.rate:>11.0f}  {check}")
+    if broken:
+        # A path that lost or refused items, or stored the wrong rows, measured nothing: no
+        # ratio or verdict is printed from it, whatever --strict says.
+        print(f"BROKEN: {', '.join(sorted(set(broken)))} failed (errors above); no ratio printed")
+        write_json(args, costs, deliveries, {}, broken)
+        return 2
 
     def best(path: str) -> Delivery:
         return max((row for row in deliveries if row.path == path), key=lambda row: row.rate)
 
-    reporter, direct = best("reporter"), best("direct, 2 connections")
-    single = best("direct, 1 connection")
-    best_cost = {
-        label: min((c for c in costs if c.label == label), key=lambda c: c.p99_us)
-        for label in ("desk up", "desk down")
+    direct, single = best("direct, 2 connections"), best("direct, 1 connection")
+    verdicts: dict[str, Any] = {}
+    checks: list[str] = []
+    ok = True
+    for mode in modes:
+        reporter = best(reporter_path(mode))
+        ratio = reporter.rate / direct.rate if direct.rate else 0.0
+        print(
+            f"\nbest of {args.repeat}, {mode}: reporter / direct (2 connections) = {ratio:.2f}x, "
+            f"reporter / direct (1 connection) = {reporter.rate / single.rate:.2f}x"
+        )
+        best_cost = {
+            label: min(
+                (c for c in costs if c.label == label and c.durability == mode),
+                key=lambda c: c.p99_us,
+            )
+            for label in ("desk up", "desk down")
+        }
+        # The worst call is judged over every round, not the best one: it is a bound.
+        worst = {
+            label: max(c.worst_us for c in costs if c.label == label and c.durability == mode)
+            for label in ("desk up", "desk down")
+        }
+        for label, cost in best_cost.items():
+            p99_ok = cost.p99_us < TARGET_P99_US
+            worst_ok = worst[label] < TARGET_WORST_US
+            ok = ok and p99_ok and worst_ok
+            checks.append(
+                f"{mode} p99 {label} {cost.p99_us:.1f} us < {TARGET_P99_US:.0f}: "
+                f"{'PASS' if p99_ok else 'MISS'}"
+            )
+            checks.append(
+                f"{mode} worst {label} {worst[label]:.0f} us < {TARGET_WORST_US:.0f}: "
+                f"{'PASS' if worst_ok else 'MISS'}"
+            )
+        rate_ok = ratio >= TARGET_RATIO
+        ok = ok and rate_ok
+        checks.append(
+            f"{mode} delivery {ratio:.2f}x >= {TARGET_RATIO}x: {'PASS' if rate_ok else 'MISS'}"
+        )
+        verdicts[mode] = {
+            "delivery_ratio": ratio,
+            "delivery_ratio_one_connection": reporter.rate / single.rate,
+            "best_p99_us": {label: cost.p99_us for label, cost in best_cost.items()},
+            "worst_us": worst,
+        }
+        print(
+            f"floor, in the same runs ({mode}): "
+            + "; ".join(
+                f"{label} p99 {cost.floor_p99_us:.1f} us, "
+                f"report() p99 / floor p99 = {cost.ratio:.2f}x"
+                for label, cost in best_cost.items()
+            )
+        )
+    print("check: " + "; ".join(checks))
+    write_json(args, costs, deliveries, verdicts, broken)
+    return 1 if args.strict and not ok else 0
+
+
+def write_json(
+    args: argparse.Namespace,
+    costs: list[CallerCost],
+    deliveries: list[Delivery],
+    verdicts: dict[str, Any],
+    broken: list[str],
+) -> None:
+    if not args.json:
+        return
+    report = {
+        "benchmark": "reporter",
+        "cores": os.cpu_count(),
+        "calls": args.calls,
+        "records": args.records,
+        "repeat": args.repeat,
+        "targets": {
+            "p99_us": TARGET_P99_US,
+            "worst_us": TARGET_WORST_US,
+            "delivery_ratio": TARGET_RATIO,
+        },
+        "caller": [asdict(cost) | {"p99_over_floor": cost.ratio} for cost in costs],
+        "delivery": [asdict(row) | {"rate": row.rate} for row in deliveries],
+        "verdicts": verdicts,
+        "broken": sorted(set(broken)),
     }
-    best_p99 = {label: cost.p99_us for label, cost in best_cost.items()}
-    ratio = reporter.rate / direct.rate if direct.rate else 0.0
-    ok_cost = all(value < TARGET_P99_US for value in best_p99.values())
-    ok_rate = ratio >= TARGET_RATIO and all(row.consistent for row in deliveries)
-    print(
-        f"\nbest of {args.repeat}: reporter / direct (2 connections) = {ratio:.2f}x, "
-        f"reporter / direct (1 connection) = {reporter.rate / single.rate:.2f}x"
-    )
-    print(
-        "check: "
-        + "; ".join(
-            f"p99 {label} {value:.1f} us < {TARGET_P99_US:.0f}: "
-            + ("PASS" if value < TARGET_P99_US else "MISS")
-            for label, value in best_p99.items()
-        )
-        + f"; delivery {ratio:.2f}x >= {TARGET_RATIO}x: {'PASS' if ok_rate else 'MISS'}"
-    )
-    print(
-        "floor, in the same runs: "
-        + "; ".join(
-            f"{label} p99 {cost.floor_p99_us:.1f} us, report() p99 / floor p99 = {cost.ratio:.2f}x"
-            for label, cost in best_cost.items()
-        )
-    )
-    return 1 if args.strict and not (ok_cost and ok_rate) else 0
+    Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -5,14 +5,16 @@
     reporter = Reporter("https://desk.example", api_key, spool_dir="/var/lib/myagent/spool")
     reporter.failure({"stage": "synthesize", "reason": "unsatisfied_field", ...})
 
-Items go to a spool on disk in the caller's thread and to the desk from a background
-thread; see ``triage_desk_client.reporter``. The graph-tool-call helpers are in
+Items are scrubbed and go to a spool on disk (in the caller's thread, or a few milliseconds
+later with ``durability="batched"``) and to the desk from background threads; see
+``triage_desk_client.reporter``. The graph-tool-call helpers are in
 ``triage_desk_client.gtc`` (graph-tool-call is imported only when they are used).
 """
 
 from __future__ import annotations
 
-from triage_desk_client.reporter import ITEM_TYPES, Reporter
+from triage_desk_client.reporter import DURABILITIES, ITEM_TYPES, Reporter
+from triage_desk_client.spool import UnsafeSpoolDirectory
 
-__all__ = ["ITEM_TYPES", "Reporter"]
+__all__ = ["DURABILITIES", "ITEM_TYPES", "Reporter", "UnsafeSpoolDirectory"]
 __version__ = "0.1.0"

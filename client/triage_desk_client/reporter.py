@@ -1,6 +1,30 @@
-"""The reporter: a runtime's items go to a spool on disk in the caller's thread and to the
-desk's ``POST /api/v1/ingest`` from background threads (``max_in_flight`` batches at once,
-one connection each), leaving the spool only once the desk has answered for them.
+"""The reporter: a runtime's items go to a spool on disk and to the desk's
+``POST /api/v1/ingest`` from background threads (``max_in_flight`` batches at once, one
+connection each), leaving the spool only once the desk has answered for them.
+
+Durability, chosen per reporter (``durability=``):
+
+- ``"append"`` (the default): ``report()`` appends the item to the spool file before it
+  returns, so a process killed right after (``SIGKILL`` included) has it on disk. The
+  caller's thread does that one ``os.write`` and no other file work: a new segment is made
+  ahead of time, and full or answered segments are deleted, by the housekeeping thread.
+- ``"batched"``: ``report()`` puts the item in a queue in memory and returns; the
+  housekeeping thread appends what is queued every ``write_interval`` seconds (5 ms) in one
+  write. The caller does no I/O and takes no lock that I/O holds. A crash loses what was
+  queued (the last ``write_interval``, more if the disk is slower than the runtime), so it
+  is for runtimes that prefer speed. The queue holds at most ``max_pending_bytes``; a
+  ``report()`` that finds it full waits until the writer has made room (nothing is dropped:
+  the seeds' reporter loses nothing), and raises ``OSError`` while the spool cannot be
+  written. ``flush()`` and ``close()`` write the queue out first; ``close()`` always does,
+  whatever its timeout.
+
+Either way the item is scrubbed first (``triage_desk_client.scrub.scrub_item``, the desk's
+own rules) in the caller's thread, so a secret never reaches the spool file, even in the
+batched mode's queue. It stays there rather than moving to the batched writer: report()
+returns the item's id, which digests the scrubbed item (a digest of the secret would leak
+it to a guess); the copy it makes is what the queue holds, so the runtime may change its
+dict after the call; and it is CPU work bounded by the item's size (the rules run in
+linear time), no I/O and no lock, which is what keeps the caller's worst call bounded.
 
 What the sender does with the desk's answers:
 
@@ -28,26 +52,39 @@ import email.utils
 import http.client
 import json
 import logging
-import os
+import math
 import random
 import re
 import threading
 import time
 import urllib.parse
 from collections.abc import Mapping
+from threading import get_ident
 from typing import Any, Callable
 
 from triage_desk_client import ids
+from triage_desk_client.scrub import scrub_item
 from triage_desk_client.spool import Batch, Segment, Slices, Spool, frame
 
 logger = logging.getLogger("triage_desk_client")
 
-ITEM_TYPES = ("failure", "runner_event", "receipt", "learning_attempt", "audit_event")
+ITEM_TYPES = (
+    "failure",
+    "runner_event",
+    "receipt",
+    "learning_attempt",
+    "audit_event",
+    "envelope",
+)
+DURABILITIES = ("append", "batched")
 INGEST_PATH = "/api/v1/ingest"
 DEFAULT_MAX_SPOOL_BYTES = 256 * 1024 * 1024
 MAX_BATCH_BYTES = 4 * 1024 * 1024  # the desk refuses bodies over 5 MB
 MAX_BATCH_ITEMS = 1000  # and batches over 1,000 items
 MAX_IN_FLIGHT = 8
+DEFAULT_WRITE_INTERVAL = 0.005
+DEFAULT_MAX_PENDING_BYTES = 8 * 1024 * 1024
+_WRITE_RETRY = 0.5  # after the spool could not be written (a full disk)
 _RETRY_AFTER_CAP = 3600.0
 _ORPHAN_SCAN_INTERVAL = 5.0
 _USER_AGENT = "triage-desk-client/0.1.0"
@@ -75,9 +112,10 @@ IdMaker = Callable[[Mapping[str, Any], bytes], str]
 class Reporter:
     """Ships items to a Triage Desk; see the module docstring for what happens to them.
 
-    ``report()`` and the typed helpers append to the spool and return the item's id; they
-    do no network I/O and never raise because the desk is away. They raise ``TypeError``
-    or ``ValueError`` for an item that cannot be sent at all (a body that is not a JSON
+    ``report()`` and the typed helpers append to the spool (or, with
+    ``durability="batched"``, queue for it) and return the item's id; they do no network
+    I/O and never raise because the desk is away. They raise ``TypeError`` or
+    ``ValueError`` for an item that cannot be sent at all (a body that is not a JSON
     object, NaN, an id over 200 characters), and ``OSError`` when the spool cannot be
     written (a full disk): loud, never a silent loss.
     """
@@ -97,6 +135,9 @@ class Reporter:
         segment_bytes: int | None = None,
         close_timeout: float = 5.0,
         max_in_flight: int = 2,
+        durability: str = "append",
+        write_interval: float = DEFAULT_WRITE_INTERVAL,
+        max_pending_bytes: int = DEFAULT_MAX_PENDING_BYTES,
     ) -> None:
         parts = urllib.parse.urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -105,6 +146,12 @@ class Reporter:
             raise ValueError(f"batch_size must be 1-{MAX_BATCH_ITEMS}")
         if not 1 <= max_in_flight <= MAX_IN_FLIGHT:
             raise ValueError(f"max_in_flight must be 1-{MAX_IN_FLIGHT}")
+        if durability not in DURABILITIES:
+            raise ValueError(f"durability must be one of {', '.join(DURABILITIES)}")
+        if not 0 < write_interval <= 1:
+            raise ValueError("write_interval must be over 0 and at most 1 second")
+        if max_pending_bytes < 1:
+            raise ValueError("max_pending_bytes must be at least 1")
         self._connection_class: type[http.client.HTTPConnection] = (
             http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
         )
@@ -119,9 +166,8 @@ class Reporter:
         self._fsync_interval = fsync_interval
         self._max_backoff = max_backoff
         self._close_timeout = close_timeout
-        os.makedirs(spool_dir, exist_ok=True)
         self._spool = Spool(
-            directory=os.path.abspath(spool_dir),
+            directory=spool_dir,
             segment_bytes=segment_bytes or min(8 << 20, max(64 << 10, max_spool_bytes // 16)),
             max_bytes=max_spool_bytes,
         )
@@ -144,8 +190,31 @@ class Reporter:
         self._failures_in_a_row = 0
         self._counts = {"sent": 0, "duplicate": 0, "rejected": 0, "dropped": 0}
         self._last_error: str | None = None
+        # The batched mode's queue: framed records, oldest first. Its bytes count the group
+        # being written too, until it is on disk, so memory holds at most the bound.
+        self._batched = durability == "batched"
+        self._write_interval = write_interval
+        self._max_pending_bytes = max_pending_bytes
+        self._pending: list[bytes] = []
+        self._pending_bytes = 0
+        self._pending_lock = threading.Lock()  # never held while taking ``_lock``
+        self._room = threading.Condition(self._pending_lock)  # written: room, flush's target
+        self._accepting = True
+        self._enqueued = 0  # records queued since the start
+        self._written = 0  # of those, appended to the spool (or lost with the disk at close)
+        self._write_error: OSError | None = None
+        self._write_now = threading.Event()  # flush, close or a full queue: no gathering
+        self._housekeeping = threading.Event()  # work for the housekeeping thread
+        self._housekeeper_stop = False
+        # Threads inside report() now (set.add and set.discard are atomic under the GIL).
+        self._reporting: set[int] = set()
         with self._lock:
             self._spool.open_active()
+        self._housekeeper = threading.Thread(
+            target=self._keep_house, name="triage-desk-spool", daemon=True
+        )
+        self._housekeeping.set()  # the first spare segment
+        self._housekeeper.start()
         self._threads = [
             threading.Thread(target=self._run, name=f"triage-desk-reporter-{n}", daemon=True)
             for n in range(max_in_flight)
@@ -192,11 +261,31 @@ class Reporter:
         and a digest of the record)."""
         return self._append("learning_attempt", None, record, ids.learning_attempt_id)
 
+    def envelope(self, body: Mapping[str, Any], id: str | None = None) -> str:
+        """Seed 004's error envelope of a failed tool call, with ``tool`` and ``collection``
+        beside it (id: its trace and span ids, tool and code, and a digest of the body)."""
+        return self._append("envelope", id, body, _envelope_id)
+
     def _append(
+        self, item_type: str, item_id: str | None, body: Mapping[str, Any], make_id: IdMaker
+    ) -> str:
+        reporting = self._reporting
+        caller = get_ident()
+        reporting.add(caller)  # the senders make way while it is there (see Slices)
+        try:
+            return self._spool_item(item_type, item_id, body, make_id)
+        finally:
+            reporting.discard(caller)
+
+    def _spool_item(
         self, item_type: str, item_id: str | None, body: Mapping[str, Any], make_id: IdMaker
     ) -> str:
         if type(body) is not dict and not isinstance(body, Mapping):
             raise TypeError(f"a {item_type} body must be a mapping, not {type(body).__name__}")
+        try:
+            body = scrub_item(body)
+        except ValueError as exc:  # the one thing it refuses: a body that contains itself
+            raise ValueError(f"a {item_type} body must not contain itself ({exc})") from None
         try:
             canonical = _ENCODER.encode(body).encode()
         except RecursionError:
@@ -212,20 +301,59 @@ class Reporter:
             b'{"type":"%s","id":%s,"body":%s}'
             % (item_type.encode(), _encode_string(item_id).encode(), canonical)
         )
-        spool = self._spool
+        if self._batched:
+            self._enqueue(line)
+            return item_id
         with self._lock:
             if self._closed:
                 raise RuntimeError("this reporter is closed")
-            queued = spool.unanswered
-            dropped = spool.append(line)
-            if dropped:
-                self._counts["dropped"] += dropped
-                self._changed.notify_all()
-            if queued == 0:
-                self._batch_opened_at = time.monotonic()
-            elif (queued + 1) % self._batch_size == 0:  # a batch is full: wake the sender
-                self._changed.notify_all()
+            self._spooled(1, self._spool.append(line))
+            # Rotation took the spare, or the spool was full: the housekeeper makes the next
+            # one and deletes the dropped files, off this thread.
+            tidy = self._spool.spare is None or bool(self._spool.to_close)
+        if tidy:
+            self._housekeeping.set()
         return item_id
+
+    def _spooled(self, records: int, dropped: int) -> None:
+        """Account for `records` just appended (under the lock): wake the sender when a
+        batch is full, count the records a full spool dropped."""
+        queued = self._spool.unanswered - records
+        if dropped:
+            self._counts["dropped"] += dropped
+            self._changed.notify_all()
+        if queued <= 0:
+            self._batch_opened_at = time.monotonic()
+            queued = 0
+        if queued % self._batch_size + records >= self._batch_size:  # a batch is full
+            self._changed.notify_all()
+
+    def _enqueue(self, line: bytes) -> None:
+        """The batched mode's report(): queue `line` for the housekeeper to append."""
+        size = len(line)
+        if size > self._spool.max_bytes:  # what the append would raise, raised now
+            raise ValueError(
+                f"an item of {size} bytes does not fit a spool of {self._spool.max_bytes} bytes"
+            )
+        with self._pending_lock:
+            while True:
+                if not self._accepting:
+                    raise RuntimeError("this reporter is closed")
+                if self._write_error is not None:
+                    error = self._write_error
+                    raise OSError(error.errno, f"the spool cannot be written: {error}")
+                # Full: wait for the writer (an item larger than the bound goes alone).
+                if not self._pending_bytes or self._pending_bytes + size <= self._max_pending_bytes:
+                    break
+                self._write_now.set()
+                self._housekeeping.set()
+                self._room.wait()
+            idle = not self._pending
+            self._pending.append(line)
+            self._pending_bytes += size
+            self._enqueued += 1
+        if idle:
+            self._housekeeping.set()
 
     def set_api_key(self, api_key: str) -> None:
         """Send with another key from now on (after the desk refused the old one)."""
@@ -234,9 +362,12 @@ class Reporter:
             self._changed.notify_all()
 
     def flush(self, timeout: float = 10.0) -> bool:
-        """Send what is in the spool now; True once the desk has answered for all of it,
-        False when `timeout` passed first or the desk refuses the key."""
+        """Send what was reported so far (written out of the batched mode's queue first);
+        True once the desk has answered for all of it, False when `timeout` passed first or
+        the desk refuses the key."""
         deadline = time.monotonic() + timeout
+        if self._batched and not self._drain(deadline):
+            return False
         with self._lock:
             # Done with a segment once its acknowledged offset covers what it held now and
             # every answer for it is counted: the offset moves (and is written to the ack
@@ -259,13 +390,34 @@ class Reporter:
             finally:
                 self._flushing -= 1
 
+    def _drain(self, deadline: float) -> bool:
+        """Wait until what was queued so far is in the spool; False at `deadline`."""
+        with self._pending_lock:
+            target = self._enqueued
+            while self._written < target:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._write_now.set()
+                self._housekeeping.set()
+                self._room.wait(remaining)
+        return True
+
     def close(self, timeout: float | None = None) -> bool:
         """Flush for up to `timeout` seconds (default ``close_timeout``), stop the sender,
         fsync and release the spool. What the desk has not answered for stays on disk for
-        the next reporter on this ``spool_dir``. True when nothing was left."""
+        the next reporter on this ``spool_dir``; the batched mode's queue is written out
+        whatever the timeout. True when nothing was left."""
         if self._closed:
             return self._left == 0
         delivered = self.flush(self._close_timeout if timeout is None else timeout)
+        with self._pending_lock:
+            self._accepting = False
+        self._stop_housekeeper()
+        with self._lock:
+            spare, self._spool.spare = self._spool.spare, None
+        if spare is not None:  # never written to: it goes at once, whatever is in flight
+            self._spool.release(spare, delete=True)
         with self._lock:
             self._closing = True
             self._changed.notify_all()
@@ -289,12 +441,17 @@ class Reporter:
         self.close()
 
     def stats(self) -> dict[str, Any]:
-        """``queued`` (items the desk has not answered for yet), ``spooled`` (bytes of spool
-        files held), ``sent`` (accepted), ``duplicate``, ``rejected`` (rejected or
-        conflict), ``dropped`` (lost to a full spool or a damaged record), ``last_error``."""
+        """``queued`` (items the desk has not answered for yet, the batched mode's queue
+        included), ``pending`` (of those, the items still in that queue, not yet in the
+        spool), ``spooled`` (bytes of spool files held), ``sent`` (accepted), ``duplicate``,
+        ``rejected`` (rejected or conflict), ``dropped`` (lost to a full spool or a damaged
+        record), ``last_error``."""
         with self._lock:
+            with self._pending_lock:
+                pending = self._enqueued - self._written
             return {
-                "queued": self._queued(),
+                "queued": self._queued() + pending,
+                "pending": pending,
                 "spooled": self._spool.total_bytes,
                 **self._counts,
                 "last_error": self._last_error,
@@ -308,6 +465,122 @@ class Reporter:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+    # --- the housekeeping thread ----------------------------------------------------------------
+
+    def _keep_house(self) -> None:
+        """The file work kept out of report() and away from the network: the batched mode's
+        appends, the next segment made ahead of a rotation, the files of dropped and
+        answered segments deleted, the timed fsync and the adoption of orphaned segments
+        (a sender waiting out the desk's backoff no longer delays them)."""
+        retry_at: float | None = None
+        while True:
+            wake = min(self._next_scan, self._next_sync, retry_at or math.inf)
+            self._housekeeping.wait(max(0.0, wake - time.monotonic()))
+            self._housekeeping.clear()
+            stopping = self._housekeeper_stop
+            try:
+                if self._batched:
+                    self._write_pending(stopping)
+                self._tidy(stopping)
+                now = time.monotonic()
+                if now >= self._next_sync:
+                    self._next_sync = now + self._fsync_interval
+                    self._sync()
+                if now >= self._next_scan and not stopping:
+                    self._next_scan = now + _ORPHAN_SCAN_INTERVAL
+                    self._adopt_orphans()
+                retry_at = None
+            except Exception as exc:  # a full disk, or a bug: keep what is queued, go on
+                if retry_at is None:
+                    logger.exception("triage desk spool: the spool's file work failed; retrying")
+                with self._lock:
+                    self._last_error = f"spool not writable: {type(exc).__name__}: {exc}"
+                if stopping:
+                    self._lose_pending(exc)
+                retry_at = time.monotonic() + _WRITE_RETRY
+            if stopping:
+                return
+
+    def _write_pending(self, stopping: bool) -> None:
+        """Append the queue to the spool in groups (one write each) after gathering for
+        ``write_interval``; what could not be written stays queued, in order."""
+        with self._pending_lock:
+            if not self._pending:
+                return
+        if not stopping:
+            self._write_now.wait(self._write_interval)  # gather: one write for many calls
+        self._write_now.clear()
+        with self._pending_lock:
+            lines, self._pending = self._pending, []
+        done = 0
+        try:
+            while done < len(lines):
+                # The lock per group, not per queue: a sender waits one write at most.
+                with self._lock:
+                    count, dropped = self._spool.append_lines(lines, done)
+                    self._spooled(count, dropped)
+                    tidy = self._spool.spare is None or bool(self._spool.to_close)
+                done += count
+                if tidy:
+                    self._tidy(stopping)
+        except OSError as exc:
+            with self._pending_lock:
+                self._write_error = exc
+            raise
+        finally:
+            with self._pending_lock:
+                self._pending[:0] = lines[done:]
+                self._pending_bytes -= sum(len(line) for line in lines[:done])
+                self._written += done
+                if done == len(lines):
+                    self._write_error = None
+                self._room.notify_all()
+        if self._pending:  # queued while this group was written: its gathering starts now
+            self._housekeeping.set()
+
+    def _lose_pending(self, error: Exception) -> None:
+        """At close, with the spool unwritable: count the queue as dropped, loudly."""
+        with self._pending_lock:
+            lost, self._pending = self._pending, []
+            self._pending_bytes = 0
+            self._written += len(lost)
+            self._room.notify_all()
+        if lost:
+            with self._lock:
+                self._counts["dropped"] += len(lost)
+            logger.error(
+                "triage desk spool: %d queued items lost at close, the spool cannot be written: %s",
+                len(lost),
+                error,
+            )
+
+    def _tidy(self, stopping: bool) -> None:
+        """Delete and close the segments let go of; make the spare segment."""
+        with self._lock:
+            spool = self._spool
+            done = [segment for segment in spool.to_close if not segment.in_flight]
+            busy = [segment for segment in spool.to_close if segment.in_flight]
+            spool.to_close[:] = busy
+            make_spare = spool.spare is None and not stopping and not self._closing
+        for segment in busy:  # a sender still reads it: its files go now, the descriptor later
+            if segment.discard:
+                spool.unlink(segment)
+        for segment in done:
+            spool.release(segment, delete=segment.discard)
+        if make_spare:
+            spare = spool.create_segment()
+            with self._lock:
+                kept = not self._closing and spool.offer_spare(spare)
+            if not kept:
+                spool.release(spare, delete=True)
+
+    def _stop_housekeeper(self) -> None:
+        """Stop the housekeeping thread once it wrote out the queue (close() only)."""
+        self._housekeeper_stop = True
+        self._write_now.set()
+        self._housekeeping.set()
+        self._housekeeper.join()
 
     # --- the sender thread --------------------------------------------------------------------
 
@@ -334,32 +607,26 @@ class Reporter:
     def _release_all(self) -> None:
         """Release every segment (under the lock, once the sender no longer uses them):
         delete those the desk answered for entirely, leave the rest for a later reporter."""
-        for segment in self._spool.segments + self._spool.to_close:
-            empty = segment.acked >= segment.size and segment in self._spool.segments
-            self._spool.release(segment, delete=empty)
-        self._spool.segments.clear()
-        self._spool.to_close.clear()
+        spool = self._spool
+        for segment in spool.segments + spool.to_close:
+            empty = segment.discard or (segment.acked >= segment.size and segment in spool.segments)
+            spool.release(segment, delete=empty)
+        if spool.spare is not None:
+            spool.release(spool.spare, delete=True)
+            spool.spare = None
+        spool.segments.clear()
+        spool.to_close.clear()
+        spool.close()
 
     def _send_until_closed(self) -> None:
-        timekeeper = threading.current_thread() is self._threads[0]
         while not self._stop.is_set():
             now = time.monotonic()
-            if timekeeper and now >= self._next_scan:
-                self._adopt_orphans()
-                self._next_scan = now + _ORPHAN_SCAN_INTERVAL
-            if timekeeper and now >= self._next_sync:
-                self._sync()
-                self._next_sync = now + self._fsync_interval
             with self._read_lock:
                 with self._lock:
-                    self._close_dropped()
                     if self._closing:
                         return
-                    picked = self._pick(now)
+                    picked, wake = self._pick(now)
                     if picked is None:
-                        wake = min(self._next_scan, self._next_sync)
-                        if self._queued() and self._blocked_key != self._api_key:
-                            wake = min(wake, self._batch_opened_at + self._flush_interval)
                         self._changed.wait(max(0.0, wake - now))
                         continue
                     segment, start, end = picked
@@ -367,7 +634,7 @@ class Reporter:
                     self._batch_opened_at = now
                 try:
                     batch = self._spool.read_batch(
-                        segment, start, end, self._batch_size, MAX_BATCH_BYTES
+                        segment, start, end, self._batch_size, MAX_BATCH_BYTES, self._slices()
                     )
                 except BaseException:
                     with self._lock:
@@ -386,31 +653,39 @@ class Reporter:
                     segment.in_flight_items -= records
                     if not delivered:  # closing, or a failure: send the range again later
                         segment.resend.append((start, batch.end))
+                    let_go = segment.discard and not segment.in_flight
+                if let_go:  # dropped meanwhile: the housekeeper may close it now
+                    self._housekeeping.set()
 
-    def _pick(self, now: float) -> tuple[Segment, int, int] | None:
-        """The next records to send (under the lock), when it is time to send them."""
+    def _pick(self, now: float) -> tuple[tuple[Segment, int, int] | None, float]:
+        """The next records to send (under the lock) when it is time to send them, else
+        None and when to look again: always later than `now`, so a sender with nothing to
+        do sleeps. (It used to wake at deadlines already past while another sender held the
+        only batch, and spun holding the GIL and this lock: report() waited behind it.)"""
+        later = now + self._flush_interval  # nothing to send: look again after an interval
         if self._blocked_key == self._api_key:
-            return None
+            return None, later  # set_api_key() wakes the senders
         for segment in list(self._spool.segments):
             while segment.resend:
                 start, end = segment.resend.pop(0)
                 if end > segment.acked:
-                    return segment, max(start, segment.acked), end
+                    return (segment, max(start, segment.acked), end), now
             start = max(segment.acked, segment.claimed)
             if start < segment.size:
+                due_at = self._batch_opened_at + self._flush_interval
                 due = (
                     not segment.active
                     or segment.unanswered - segment.in_flight_items >= self._batch_size
                     or self._flushing
-                    or now >= self._batch_opened_at + self._flush_interval
+                    or now >= due_at
                 )
-                return (segment, start, segment.size) if due else None
+                return ((segment, start, segment.size), now) if due else (None, due_at)
             if segment.in_flight or segment.acked < segment.size:
                 continue  # every record handed to a sender; answers pending
-            if not segment.active:  # every record answered
-                self._spool.remove(segment)
-                self._spool.release(segment, delete=True)
-        return None
+            if not segment.active:  # every record answered: deleted by the housekeeper
+                self._spool.retire(segment)
+                self._housekeeping.set()
+        return None, later
 
     def _deliver(self, batch: Batch) -> bool:
         """Send the batch until the desk answered for it; False when that did not happen
@@ -447,7 +722,7 @@ class Reporter:
             else:
                 error = f"HTTP {status}{_error_code(data)}"
             if status in (200, 207):
-                outcome = _item_statuses(data, batch.payloads[low:high])
+                outcome = _item_statuses(data, batch.payloads[low:high], self._slices())
                 if outcome is not None:
                     self._answered(batch, low, high, outcome)
                     return True
@@ -486,6 +761,10 @@ class Reporter:
             self._failed(error)
             if self._stop.wait(delay):
                 return False
+
+    def _slices(self) -> Slices:
+        """Slices that make way at once for a report() under way (see ``Slices``)."""
+        return Slices(self._reporting.__len__)
 
     def _post(self, body: bytes, key: str) -> tuple[int, str | None, bytes]:
         connection = getattr(self._local, "connection", None)
@@ -597,15 +876,20 @@ class Reporter:
                 segment.dirty = False
         self._spool.sync(dirty)
 
-    def _close_dropped(self) -> None:
-        """Close the files of dropped segments (under the lock; only this thread reads them)."""
-        for segment in self._spool.to_close:
-            if not segment.in_flight:
-                self._spool.release(segment, delete=False)
-        self._spool.to_close[:] = [segment for segment in self._spool.to_close if segment.in_flight]
-
 
 # --- helpers ----------------------------------------------------------------------------------
+
+
+def _envelope_id(body: Mapping[str, Any], canonical: bytes) -> str:
+    """One failed call, one envelope: its trace and span ids (the desk merges a report and
+    a span of one call by them), tool and code, then the body's digest."""
+    parts = [
+        str(body.get(key)) if body.get(key) not in (None, "") else "-"
+        for key in ("trace_id", "span_id", "tool", "code")
+    ]
+    tail = ids.digest(canonical)
+    return f"{'/'.join(['envelope', *parts])[: ids.MAX_ID_LENGTH - len(tail) - 1]}/{tail}"
+
 
 _ID_MAKERS: dict[str, IdMaker] = {
     "failure": ids.failure_id,
@@ -613,6 +897,7 @@ _ID_MAKERS: dict[str, IdMaker] = {
     "receipt": ids.receipt_id,
     "audit_event": ids.audit_event_id,
     "learning_attempt": ids.learning_attempt_id,
+    "envelope": _envelope_id,
 }
 
 
@@ -624,9 +909,11 @@ def _event_dict(event: Any) -> Mapping[str, Any]:
     raise TypeError(f"a runner event must be a PlanEvent or a mapping, not {type(event).__name__}")
 
 
-def _item_statuses(data: bytes, payloads: list[bytes]) -> dict[str, Any] | None:
+def _item_statuses(
+    data: bytes, payloads: list[bytes], slices: Slices | None = None
+) -> dict[str, Any] | None:
     """accepted / duplicate counts and (type, id, code, field) of each refused item."""
-    slices = Slices()
+    slices = slices or Slices()
     items = _answer_items(data, slices)
     if items is None or len(items) != len(payloads):
         return None

@@ -17,31 +17,54 @@ created (under a temporary name, renamed once locked) until it is deleted or the
 closes. Reporters scan the directory for segments nobody holds (left by a process that
 exited or was killed) and adopt them, so two processes never send the same segment.
 
-A record is handed to the operating system (``os.write``) before ``report()`` returns, so
-it survives the process being killed (``SIGKILL`` included). Surviving a power cut also
-needs it on the disk: segments are ``fsync``-ed on a timer and at close, so a power cut
-loses at most the last ``fsync_interval`` seconds.
+With the reporter's default durability (``append``) a record is handed to the operating
+system (``os.write``) before ``report()`` returns, so it survives the process being killed
+(``SIGKILL`` included); with ``batched`` a background writer appends records in groups a
+few milliseconds later. Surviving a power cut also needs it on the disk: segments are
+``fsync``-ed on a timer and at close, so a power cut loses at most the last
+``fsync_interval`` seconds.
+
+Whoever can write into the spool directory could plant a symbolic link where the reporter
+writes, or a segment that leads elsewhere, so the directory must be this user's and no one
+else may write to it (``UnsafeSpoolDirectory`` otherwise); it is created ``0700`` and opened
+once, and every file is reached through that descriptor (a directory renamed or replaced
+by a link afterwards is not followed). Files are created with ``O_EXCL | O_NOFOLLOW`` (an
+ack file is written under a temporary name and renamed over the old one), and a segment
+is read only when it is a regular file of this user's with no other name: anything else
+is logged and left alone.
 
 This module is not thread-safe by itself: the reporter calls it under its lock, except
-for the methods documented as the sender's, which do their file I/O without the lock.
+for the methods documented as the sender's or the housekeeper's, which do their file I/O
+without the lock.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import logging
 import os
+import stat
 import time
 import uuid
 import zlib
 from dataclasses import dataclass, field
+from typing import Callable
 
 logger = logging.getLogger("triage_desk_client")
 
 SEGMENT_SUFFIX = ".seg"
 ACK_SUFFIX = ".ack"
 _CREATING_SUFFIX = ".new"
+_TEMPORARY_SUFFIX = ".tmp"
+_MAX_ACK_BYTES = 32  # an offset in decimal digits; more is not an ack file of ours
+_MAX_GROUP_BYTES = 1 << 20  # one append_lines() write: the reporter's lock is held over it
+# Files are created only where nothing is (a link planted at the name makes it fail) and
+# opened without following a link; O_NONBLOCK: opening a FIFO planted as a segment must
+# not wait for a writer.
+_CREATE = os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+_OPEN = os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 _READ_CHUNK = 1 << 20
 _BATCH_CHUNK = 64 << 10  # read_batch's reads: their split is one step of C work
 # The longest stretch of pure-Python work a sender does before it lets other threads run
@@ -72,22 +95,80 @@ def unframe(line: bytes) -> bytes | None:
 _hand_over = getattr(os, "sched_yield", None) or (lambda: time.sleep(0))
 
 
+def _make_way() -> None:
+    # A thread waiting for the GIL on the other core is woken when it is released, but
+    # sched_yield() gets it back within a microsecond or two, before that thread runs, and
+    # the waiter's timer starts over (measured: report() waited 10 ms behind one sliced
+    # batch). Sleeping through the timer slack lets it take the GIL.
+    time.sleep(MAKE_WAY_SECONDS)
+
+
+MAKE_WAY_SECONDS = 20e-6
+
+
 class Slices:
     """Cuts a sender's CPU work into short slices: ``tick()`` between two steps hands the
     interpreter (the GIL) to other threads once ``SLICE_SECONDS`` have passed since the
     last hand-over. CPython otherwise lets a thread that never blocks keep it for its
     whole switch interval (``sys.getswitchinterval()``, 5 ms), which a library must not
-    change for the process; the caller's ``report()`` would wait behind each batch."""
+    change for the process; the caller's ``report()`` would wait behind each batch.
 
-    __slots__ = ("_until",)
+    `urgent` says whether a ``report()`` is under way: that caller can only be waiting for
+    the GIL while this thread runs, so the hand-over then sleeps (``_make_way``) long
+    enough for it to take the GIL; otherwise it only yields (``_hand_over``), which costs
+    the sender nothing when no one waits."""
 
-    def __init__(self) -> None:
+    __slots__ = ("_until", "_urgent")
+
+    def __init__(self, urgent: Callable[[], object] | None = None) -> None:
         self._until = time.perf_counter() + SLICE_SECONDS
+        self._urgent = urgent
 
     def tick(self) -> None:
         if time.perf_counter() >= self._until:
-            _hand_over()  # releases the GIL: a thread waiting for it runs now
+            # Releases the GIL: a thread waiting for it runs now.
+            if self._urgent is not None and self._urgent():
+                _make_way()
+            else:
+                _hand_over()
             self._until = time.perf_counter() + SLICE_SECONDS
+
+
+class UnsafeSpoolDirectory(PermissionError):
+    """The spool directory is a symbolic link, is not this user's, or others may write to it."""
+
+
+def open_directory(path: str) -> int:
+    """The spool directory, created ``0700`` when missing, opened (``O_NOFOLLOW``) and
+    checked: this user's, a directory, and no one else may write to it."""
+    parent = os.path.dirname(path)
+    if parent:
+        os.makedirs(parent, exist_ok=True)
+    with contextlib.suppress(FileExistsError):  # a link or a file there: judged below
+        os.mkdir(path, 0o700)
+    advice = (
+        "it holds what the runtime reported until the desk has it; give the reporter a "
+        "directory of this user's that no one else may write to (mkdir -m 700)"
+    )
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        # Linux answers a link ELOOP, or ENOTDIR when O_DIRECTORY is judged first.
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR) and os.path.islink(path):
+            raise UnsafeSpoolDirectory(
+                errno.EPERM, f"the spool directory is a symbolic link: {advice}", path
+            ) from None
+        raise
+    found = os.fstat(fd)
+    problem = ""
+    if found.st_uid != os.geteuid():
+        problem = f"belongs to another user (uid {found.st_uid})"
+    elif stat.S_IMODE(found.st_mode) & 0o022:
+        problem = f"may be written by others (mode {stat.S_IMODE(found.st_mode):04o})"
+    if problem:
+        os.close(fd)
+        raise UnsafeSpoolDirectory(errno.EPERM, f"the spool directory {problem}: {advice}", path)
+    return fd
 
 
 @dataclass(eq=False)
@@ -111,6 +192,17 @@ class Segment:
     finished: dict[int, int] = field(default_factory=dict)  # start -> end, answered early
     resend: list[tuple[int, int]] = field(default_factory=list)  # ranges a sender gave back
     ack_written: int = 0  # the offset last written to the ack file
+    # Dropped (a full spool) or answered for entirely: its files are deleted when released.
+    discard: bool = False
+    unlinked: bool = False  # its files are deleted already (its descriptor may be in use)
+
+    @property
+    def name(self) -> str:
+        return os.path.basename(self.path)
+
+    @property
+    def ack_name(self) -> str:
+        return self.name[: -len(SEGMENT_SUFFIX)] + ACK_SUFFIX
 
     @property
     def ack_path(self) -> str:
@@ -139,29 +231,30 @@ class Spool:
     segment_bytes: int
     max_bytes: int
     segments: list[Segment] = field(default_factory=list)  # oldest first
-    to_close: list[Segment] = field(default_factory=list)  # dropped; the sender closes them
+    # Dropped or answered for entirely: the housekeeper deletes and closes them (never the
+    # caller's thread, never under the reporter's lock).
+    to_close: list[Segment] = field(default_factory=list)
+    # A created, locked, empty segment the next rotation takes, so report() rotating does
+    # no file system work (made by the housekeeper; report() makes one only when it is late).
+    spare: Segment | None = None
     dir_dirty: bool = False
     # Kept up to date by every change below (report() must not walk the segments).
     total_bytes: int = 0  # bytes of the segments held
     unanswered: int = 0  # their records the desk has not answered for
+    refused: set[str] = field(default_factory=set)  # names logged as not regular files
+    dir_fd: int = field(default=-1, init=False)  # the directory, opened once and checked
+
+    def __post_init__(self) -> None:
+        self.directory = os.path.abspath(self.directory)
+        self.dir_fd = open_directory(self.directory)
 
     # --- the caller's side (under the reporter's lock) ------------------------------------
 
     def open_active(self) -> Segment:
-        """A new, locked, empty segment that report() appends to."""
-        name = f"{time.time_ns():020d}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        creating = os.path.join(self.directory, name + _CREATING_SUFFIX)
-        path = os.path.join(self.directory, name + SEGMENT_SUFFIX)
-        fd = os.open(creating, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            os.rename(creating, path)
-        except BaseException:
-            os.close(fd)
-            with contextlib.suppress(OSError):
-                os.unlink(creating)
-            raise
-        segment = Segment(path=path, fd=fd, size=0, acked=0, items=0, answered=0, active=True)
+        """A new, locked, empty segment that report() appends to: the spare when there is
+        one, else one made now."""
+        segment, self.spare = self.spare or self.create_segment(), None
+        segment.active = True
         self.segments.append(segment)
         self.dir_dirty = True
         return segment
@@ -169,51 +262,74 @@ class Spool:
     def append(self, line: bytes) -> int:
         """Write one framed record to the active segment; the number of records dropped
         to stay under ``max_bytes``."""
-        size = len(line)
-        if size > self.max_bytes:
-            raise ValueError(
-                f"an item of {size} bytes does not fit a spool of {self.max_bytes} bytes"
-            )
+        return self.append_lines([line], 0)[1]
+
+    def append_lines(self, lines: list[bytes], start: int) -> tuple[int, int]:
+        """Write framed records ``lines[start:]`` to the active segment, as many as one
+        write takes (one segment, about ``_MAX_GROUP_BYTES``, at least one record): how many
+        were written, and how many records were dropped to stay under ``max_bytes``."""
+        active = self.segments[-1] if self.segments and self.segments[-1].active else None
+        first = len(lines[start])
+        rotate = active is None or (active.size > 0 and active.size + first > self.segment_bytes)
+        used = 0 if active is None or rotate else active.size
+        room = min(self.segment_bytes - used, _MAX_GROUP_BYTES)
+        count = size = 0
+        for index in range(start, len(lines)):
+            length = len(lines[index])
+            if length > self.max_bytes:
+                if count:
+                    break
+                raise ValueError(
+                    f"an item of {length} bytes does not fit a spool of {self.max_bytes} bytes"
+                )
+            if count and size + length > room:
+                break
+            count += 1
+            size += length
         dropped = 0
         while self.total_bytes + size > self.max_bytes and self.segments:
             dropped += self.drop_oldest()
-        active = self.segments[-1] if self.segments and self.segments[-1].active else None
-        if active is None or (active.size and active.size + size > self.segment_bytes):
-            if active is not None:
-                active.active = False
+        if active is not None and (rotate or not active.active):
+            active.active = False
+            active = None
+        if active is None:
             active = self.open_active()
+        data = lines[start] if count == 1 else b"".join(lines[start : start + count])
         try:
-            written = os.write(active.fd, line)
+            written = os.write(active.fd, data)
             while written < size:  # a short write (a signal, a nearly full disk)
-                written += os.write(active.fd, line[written:])
+                written += os.write(active.fd, memoryview(data)[written:])
         except BaseException:
-            # Never leave half a record: the next one would be glued to it and both lost.
+            # Never leave part of a record: the next one would be glued to it and both lost.
             with contextlib.suppress(OSError):
                 os.ftruncate(active.fd, active.size)
             raise
         active.size += size
-        active.items += 1
+        active.items += count
         active.dirty = True
         self.total_bytes += size
-        self.unanswered += 1
-        return dropped
+        self.unanswered += count
+        return count, dropped
 
     def drop_oldest(self) -> int:
-        """Delete the oldest segment (the spool is full); the records it held unanswered."""
+        """Let go of the oldest segment (the spool is full); the records it held unanswered.
+        Its files are deleted by the housekeeper (``tidy``), not here in report()'s path."""
         segment = self.segments[0]
         lost = segment.unanswered
-        self.remove(segment)
-        for path in (segment.path, segment.ack_path):
-            with contextlib.suppress(OSError):
-                os.unlink(path)
-        segment.active = False
-        self.to_close.append(segment)
+        self.retire(segment)
         logger.error(
             "triage desk spool full (%d bytes): dropped the oldest segment, %d unsent items",
             self.max_bytes,
             lost,
         )
         return lost
+
+    def retire(self, segment: Segment) -> None:
+        """Stop holding `segment` and hand it to the housekeeper, which deletes its files."""
+        self.remove(segment)
+        segment.active = False
+        segment.discard = True
+        self.to_close.append(segment)
 
     def remove(self, segment: Segment) -> None:
         """Stop counting `segment` as held (its file is released separately)."""
@@ -233,17 +349,83 @@ class Spool:
         segment.answered += records
         self.unanswered -= records
 
+    def offer_spare(self, segment: Segment) -> bool:
+        """Keep `segment` (made by the housekeeper) for the next rotation; False when a
+        spare is there already (the caller releases `segment`)."""
+        if self.spare is not None:
+            return False
+        self.spare = segment
+        return True
+
+    # --- the housekeeper's side (no lock) ----------------------------------------------------
+
+    def create_segment(self) -> Segment:
+        """A new, locked, empty segment file (not held yet: see ``open_active``)."""
+        name = f"{time.time_ns():020d}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        creating = name + _CREATING_SUFFIX
+        fd = os.open(creating, os.O_RDWR | os.O_APPEND | _CREATE, 0o600, dir_fd=self.dir_fd)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            os.rename(
+                creating, name + SEGMENT_SUFFIX, src_dir_fd=self.dir_fd, dst_dir_fd=self.dir_fd
+            )
+        except BaseException:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.unlink(creating, dir_fd=self.dir_fd)
+            raise
+        return Segment(
+            path=os.path.join(self.directory, name + SEGMENT_SUFFIX),
+            fd=fd,
+            size=0,
+            acked=0,
+            items=0,
+            answered=0,
+        )
+
+    def unlink(self, segment: Segment) -> None:
+        """Delete the files of `segment` (its descriptor stays open for a sender using it)."""
+        if not segment.unlinked:
+            segment.unlinked = True
+            for name in (segment.name, segment.ack_name):
+                with contextlib.suppress(OSError):
+                    os.unlink(name, dir_fd=self.dir_fd)
+
+    def release(self, segment: Segment, *, delete: bool) -> None:
+        """Stop holding `segment`: delete it (every record answered, or dropped) or leave it
+        for a later reporter. The lock goes with the file descriptor."""
+        if delete:
+            self.unlink(segment)
+        elif segment.dirty:
+            with contextlib.suppress(OSError):
+                os.fsync(segment.fd)
+        with contextlib.suppress(OSError):
+            os.close(segment.fd)
+
+    def close(self) -> None:
+        """Close the directory (once every segment is released)."""
+        if self.dir_fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self.dir_fd)
+            self.dir_fd = -1
+
     # --- the sender's side -------------------------------------------------------------------
 
     def read_batch(
-        self, segment: Segment, start: int, end: int, max_items: int, max_bytes: int
+        self,
+        segment: Segment,
+        start: int,
+        end: int,
+        max_items: int,
+        max_bytes: int,
+        slices: Slices | None = None,
     ) -> Batch:
         """Records of `segment` from byte `start` (a record boundary) up to `end`, at most
         `max_items` of them and about `max_bytes` (at least one). Sender only, no lock.
         Checking the records is cut in slices (`Slices`), so other threads run meanwhile."""
         batch = Batch(segment=segment, start=start, end=start, payloads=[], ends=[])
         total = 0
-        slices = Slices()
+        slices = slices or Slices()
         while batch.end < end and len(batch.payloads) < max_items and total < max_bytes:
             position = batch.end
             for size in (_BATCH_CHUNK, _READ_CHUNK, end - position):  # a record longer
@@ -269,24 +451,30 @@ class Spool:
         return batch
 
     def write_ack(self, segment: Segment, offset: int) -> None:
-        """Record that the desk answered for `segment` up to `offset` (sender only)."""
-        temporary = segment.ack_path + ".tmp"
-        with open(temporary, "w") as handle:
-            handle.write(str(offset))
-        os.replace(temporary, segment.ack_path)
-
-    def release(self, segment: Segment, *, delete: bool) -> None:
-        """Stop holding `segment`: delete it (every record answered) or leave it for a later
-        reporter. The lock goes with the file descriptor."""
-        if delete:
-            for path in (segment.path, segment.ack_path):
-                with contextlib.suppress(OSError):
-                    os.unlink(path)
-        if segment.dirty and not delete:
-            with contextlib.suppress(OSError):
-                os.fsync(segment.fd)
-        with contextlib.suppress(OSError):
-            os.close(segment.fd)
+        """Record that the desk answered for `segment` up to `offset` (sender only): a new
+        file under a temporary name, renamed over the old one."""
+        temporary = segment.ack_name + _TEMPORARY_SUFFIX
+        try:
+            fd = os.open(temporary, os.O_WRONLY | _CREATE, 0o600, dir_fd=self.dir_fd)
+        except FileExistsError:
+            # Left by a crash between the create and the rename, or planted: unlink removes
+            # the name, never what a link there points to.
+            found = os.stat(temporary, dir_fd=self.dir_fd, follow_symlinks=False)
+            if not stat.S_ISREG(found.st_mode):
+                logger.error(
+                    "triage desk spool: removed %s, which was not a file of ours",
+                    os.path.join(self.directory, temporary),
+                )
+            os.unlink(temporary, dir_fd=self.dir_fd)
+            fd = os.open(temporary, os.O_WRONLY | _CREATE, 0o600, dir_fd=self.dir_fd)
+        try:
+            data = str(offset).encode()
+            written = 0
+            while written < len(data):
+                written += os.write(fd, data[written:])
+        finally:
+            os.close(fd)
+        os.replace(temporary, segment.ack_name, src_dir_fd=self.dir_fd, dst_dir_fd=self.dir_fd)
 
     def sync(self, segments: list[Segment]) -> None:
         """fsync what was written since the last time (sender only)."""
@@ -296,27 +484,21 @@ class Spool:
         if self.dir_dirty:
             self.dir_dirty = False
             with contextlib.suppress(OSError):
-                fd = os.open(self.directory, os.O_RDONLY)
-                try:
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
+                os.fsync(self.dir_fd)
 
     def find_orphans(self, held: list[str]) -> list[Segment]:
         """Segments in the directory that no reporter holds, locked and measured (sender
         only, no lock: the reporter adds them to `segments` afterwards)."""
         found: list[Segment] = []
         try:
-            names = sorted(os.listdir(self.directory))
+            names = sorted(os.listdir(self.dir_fd))
         except OSError:
             return found
         present = {name for name in names if name.endswith(SEGMENT_SUFFIX)}
         for name in names:
-            if (
-                name.endswith(ACK_SUFFIX)
-                and name[: -len(ACK_SUFFIX)] + SEGMENT_SUFFIX not in present
-            ):
-                self._remove_stale_ack(os.path.join(self.directory, name))
+            ack = name[: -len(_TEMPORARY_SUFFIX)] if name.endswith(_TEMPORARY_SUFFIX) else name
+            if ack.endswith(ACK_SUFFIX) and ack[: -len(ACK_SUFFIX)] + SEGMENT_SUFFIX not in present:
+                self._remove_stale_ack(name, ack)
         for name in sorted(present):
             path = os.path.join(self.directory, name)
             if path in held:
@@ -326,28 +508,75 @@ class Spool:
                 found.append(segment)
         return found
 
-    def _remove_stale_ack(self, path: str) -> None:
-        # An ack file whose segment is gone (deleted by its owner, who died before the ack).
-        segment_path = path[: -len(ACK_SUFFIX)] + SEGMENT_SUFFIX
-        if not os.path.exists(segment_path):
+    def _remove_stale_ack(self, name: str, ack: str) -> None:
+        # An ack file (or one being written) whose segment is gone: deleted by its owner,
+        # who died before the ack.
+        try:
+            os.stat(
+                ack[: -len(ACK_SUFFIX)] + SEGMENT_SUFFIX,
+                dir_fd=self.dir_fd,
+                follow_symlinks=False,
+            )
+        except FileNotFoundError:
             with contextlib.suppress(OSError):
-                os.unlink(path)
+                os.unlink(name, dir_fd=self.dir_fd)
+        except OSError:
+            pass
+
+    def _refuse(self, name: str, why: str) -> None:
+        if name not in self.refused:
+            self.refused.add(name)
+            logger.error(
+                "triage desk spool: %s is %s; it is not read (remove it)",
+                os.path.join(self.directory, name),
+                why,
+            )
+
+    def _open_regular(self, name: str, flags: int) -> int | None:
+        """`name` opened without following a link, when it is a regular file of this user's
+        with no other name (hard link); None (logged once) otherwise."""
+        try:
+            fd = os.open(name, flags | _OPEN, dir_fd=self.dir_fd)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                self._refuse(name, "a symbolic link")
+            return None
+        try:
+            found = os.fstat(fd)
+        except OSError:
+            os.close(fd)
+            return None
+        why = ""
+        if not stat.S_ISREG(found.st_mode):
+            why = "not a regular file"
+        elif found.st_uid != os.geteuid():
+            why = f"another user's file (uid {found.st_uid})"
+        elif found.st_nlink != 1:
+            why = "a file with other names (hard links)"
+        if why:
+            os.close(fd)
+            self._refuse(name, why)
+            return None
+        return fd
 
     def _adopt(self, path: str) -> Segment | None:
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except OSError:
+        name = os.path.basename(path)
+        fd = self._open_regular(name, os.O_RDONLY)
+        if fd is None:
             return None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             # Its owner may have deleted it between our open and our lock.
-            if os.fstat(fd).st_ino != os.stat(path).st_ino:
+            if (
+                os.fstat(fd).st_ino
+                != os.stat(name, dir_fd=self.dir_fd, follow_symlinks=False).st_ino
+            ):
                 raise FileNotFoundError(path)
         except OSError:
             os.close(fd)
             return None
         segment = Segment(path=path, fd=fd, size=0, acked=0, items=0, answered=0)
-        segment.acked = _read_ack(segment.ack_path)
+        segment.acked = self._read_ack(segment.ack_name)
         size = os.fstat(fd).st_size
         segment.acked = min(segment.acked, size)
         position = segment.acked
@@ -368,10 +597,13 @@ class Spool:
             return None
         return segment
 
-
-def _read_ack(path: str) -> int:
-    try:
-        with open(path) as handle:
-            return max(0, int(handle.read().strip() or 0))
-    except (OSError, ValueError):
-        return 0
+    def _read_ack(self, name: str) -> int:
+        fd = self._open_regular(name, os.O_RDONLY)
+        if fd is None:
+            return 0  # none (or not ours): send the segment from its start; the desk dedupes
+        try:
+            return max(0, int(os.read(fd, _MAX_ACK_BYTES).strip() or 0))
+        except (OSError, ValueError):
+            return 0
+        finally:
+            os.close(fd)
