@@ -14,9 +14,10 @@ from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from tests.factories import failure_item
+from tests.factories import failure_item, receipt_item
 from tests.triage.test_envelope import envelope_item
 from triage.models import FailureGroup
+from triage.templatetags.envelopes import breakable_code
 
 pytestmark = pytest.mark.django_db
 
@@ -156,3 +157,30 @@ def test_an_envelope_the_desk_agrees_with_shows_no_disagreement(
     group = FailureGroup.objects.get()
     content = client_as("viewer").get(f"/triage/groups/{group.pk}/").content.decode()
     assert 'id="agent-envelope"' in content and 'id="envelope-contradictions"' not in content
+
+
+def test_a_related_receipts_long_code_wraps_inside_its_card(
+    ingest_client: APIClient, client_as: Callable[[str], Client]
+) -> None:
+    receipt = receipt_item(
+        tool="send_invoice",
+        collection="billing",
+        result="uncertain",
+        code="REMOTE_TIMEOUT_AFTER_ACCEPT",
+        execution_state="started_unknown",
+        next_action="query_by_idempotency_key",
+    )
+    ingest(ingest_client, [envelope_item(), receipt])
+    group = FailureGroup.objects.get()
+    content = client_as("viewer").get(f"/triage/groups/{group.pk}/").content.decode()
+    card = content[content.index("Related receipts") : content.index("History")]
+    assert '<div class="table-scroll"><table>' in card
+    assert "REMOTE_<wbr>TIMEOUT_<wbr>AFTER_<wbr>ACCEPT" in card
+
+
+def test_long_codes_wrap_between_words_and_stay_escaped() -> None:
+    assert breakable_code("REMOTE_TIMEOUT_AFTER_ACCEPT") == (
+        "REMOTE_<wbr>TIMEOUT_<wbr>AFTER_<wbr>ACCEPT"
+    )
+    assert breakable_code("<b>_x") == "&lt;b&gt;_<wbr>x"
+    assert breakable_code(None) == "None"

@@ -6,6 +6,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from django import template
+from django.utils.html import conditional_escape
+from django.utils.safestring import SafeString, mark_safe
 
 from triage import taxonomy
 from triage.intake.envelope import EXTRA_KEY
@@ -35,3 +37,11 @@ def newest_envelope_code(records: Iterable[Any]) -> str:
 def lane_next_action(lane: str) -> str:
     """What an agent does next in a lane, as seed 004's envelope spells it ("" if unknown)."""
     return taxonomy.LANE_NEXT_ACTION.get(lane, "")
+
+
+@register.filter
+def breakable_code(code: Any) -> SafeString:
+    """A code with a line-break opportunity after each underscore: REMOTE_TIMEOUT_AFTER_ACCEPT
+    wraps between its words in a narrow card instead of spilling over the next one."""
+    # Safe: the code is escaped first, and only <wbr> is added.
+    return mark_safe(conditional_escape(code).replace("_", "_<wbr>"))
