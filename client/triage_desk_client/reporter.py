@@ -826,10 +826,23 @@ class Reporter:
             acked = segment.acked
         # Still held (close() leaves a segment in flight to its sender): the desk answered,
         # so the next reporter must not send these records again.
+        # The ack file only spares a restart from re-sending what the desk then answers as
+        # duplicate; failing to write it (a full disk, a link planted again at its
+        # temporary name) must not lose the answer's counts below, or flush() would wait
+        # for records the desk already has. The next answer writes it again.
         with self._ack_lock:
             if acked > segment.ack_written:
-                self._spool.write_ack(segment, acked)
-                segment.ack_written = acked
+                try:
+                    self._spool.write_ack(segment, acked)
+                except OSError as exc:
+                    logger.error(
+                        "triage desk spool: cannot write the ack file of %s (%s); a restart "
+                        "may send its answered items again",
+                        segment.path,
+                        exc,
+                    )
+                else:
+                    segment.ack_written = acked
         if self._failures_in_a_row:
             logger.info("triage desk reachable again")
         self._failures_in_a_row = 0

@@ -4,6 +4,7 @@ secrets that must not sit in clear text in the segment files while the desk is a
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import stat
@@ -189,3 +190,35 @@ def test_secrets_in_an_item_never_reach_the_spool_files(
     assert b"syncBucket" in written  # the item is there, without its secrets
     for secret in (AWS_KEY_ID, AWS_SECRET, LIVE_KEY, PASSWORD):
         assert secret.encode() not in written
+
+
+def test_an_ack_file_that_cannot_be_written_loses_no_answer(
+    make_reporter: Callable[..., Reporter],
+    desk: FakeDesk,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A full disk, or a link planted again at the temporary name between its removal and
+    # the create: the desk has answered, so the answer must count; without the ack file a
+    # restart only re-sends what the desk then answers as duplicate.
+    reporter = make_reporter(flush_interval=60)
+    spool = reporter._spool
+    write_ack = spool.write_ack
+    failures = [OSError(errno.ENOSPC, "No space left on device")]
+
+    def failing_write_ack(segment: Any, offset: int) -> None:
+        if failures:
+            raise failures.pop()
+        write_ack(segment, offset)
+
+    monkeypatch.setattr(spool, "write_ack", failing_write_ack)
+    first = reporter.failure({"stage": "execute", "reason": "http_5xx"}, id="first")
+    with caplog.at_level(logging.ERROR, logger="triage_desk_client"):
+        assert reporter.flush(5)
+    assert "cannot write the ack file" in caplog.text
+    stats = reporter.stats()
+    assert (stats["sent"], stats["queued"]) == (1, 0)
+    second = reporter.failure({"stage": "execute", "reason": "http_5xx"}, id="second")
+    assert reporter.flush(5)  # the next answer writes the ack file again
+    assert sorted(desk.stored) == sorted([first, second])
+    assert reporter.stats()["sent"] == 2
