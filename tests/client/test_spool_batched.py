@@ -8,7 +8,7 @@ from __future__ import annotations
 import errno
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,32 +21,13 @@ from tests.client.fake_desk import FakeDesk
 
 
 @pytest.fixture
-def desk() -> Iterator[FakeDesk]:
-    fake = FakeDesk().start()
-    yield fake
-    fake.stop()
+def make_reporter(make_reporter: Callable[..., Reporter]) -> Callable[..., Reporter]:
+    """The conftest's reporters, in the batched mode unless a test names another."""
 
+    def make(**options: Any) -> Reporter:
+        return make_reporter(**{"durability": "batched", **options})
 
-@pytest.fixture
-def make_reporter(tmp_path: Path, desk: FakeDesk) -> Iterator[Callable[..., Reporter]]:
-    made: list[Reporter] = []
-
-    def make(spool: Path | None = None, **options: Any) -> Reporter:
-        settings: dict[str, Any] = {
-            "flush_interval": 0.05,
-            "max_backoff": 0.2,
-            "durability": "batched",
-        }
-        settings.update(options)
-        reporter = Reporter(
-            desk.url, "good-key", spool_dir=str(spool or tmp_path / "spool"), **settings
-        )
-        made.append(reporter)
-        return reporter
-
-    yield make
-    for reporter in made:
-        reporter.close(timeout=0)
+    return make
 
 
 def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:

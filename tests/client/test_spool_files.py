@@ -9,7 +9,7 @@ import logging
 import os
 import stat
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,31 +18,6 @@ from triage_desk_client import Reporter
 from triage_desk_client.spool import UnsafeSpoolDirectory, frame
 
 from tests.client.fake_desk import FakeDesk
-
-
-@pytest.fixture
-def desk() -> Iterator[FakeDesk]:
-    fake = FakeDesk().start()
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture
-def make_reporter(tmp_path: Path, desk: FakeDesk) -> Iterator[Callable[..., Reporter]]:
-    made: list[Reporter] = []
-
-    def make(spool: Path | None = None, **options: Any) -> Reporter:
-        settings: dict[str, Any] = {"flush_interval": 0.05, "max_backoff": 0.2}
-        settings.update(options)
-        reporter = Reporter(
-            desk.url, "good-key", spool_dir=str(spool or tmp_path / "spool"), **settings
-        )
-        made.append(reporter)
-        return reporter
-
-    yield make
-    for reporter in made:
-        reporter.close(timeout=0)
 
 
 def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:
