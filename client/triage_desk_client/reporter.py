@@ -186,6 +186,9 @@ class Reporter:
         self._batch_opened_at = 0.0
         self._local = threading.local()  # each sender thread's connection
         self._next_scan = 0.0
+        # Set once the first scan for segments an earlier process left is done: flush()
+        # waits for it, so what a new reporter finds on its spool is sent by that flush.
+        self._scanned = threading.Event()
         self._next_sync = time.monotonic() + fsync_interval
         self._failures_in_a_row = 0
         self._counts = {"sent": 0, "duplicate": 0, "rejected": 0, "dropped": 0}
@@ -362,10 +365,13 @@ class Reporter:
             self._changed.notify_all()
 
     def flush(self, timeout: float = 10.0) -> bool:
-        """Send what was reported so far (written out of the batched mode's queue first);
-        True once the desk has answered for all of it, False when `timeout` passed first or
-        the desk refuses the key."""
+        """Send what was reported so far (written out of the batched mode's queue first),
+        and what an earlier process left on the spool that this reporter found at its
+        start; True once the desk has answered for all of it, False when `timeout` passed
+        first or the desk refuses the key."""
         deadline = time.monotonic() + timeout
+        if not self._scanned.wait(max(0.0, deadline - time.monotonic())):
+            return False
         if self._batched and not self._drain(deadline):
             return False
         with self._lock:
@@ -489,7 +495,10 @@ class Reporter:
                     self._sync()
                 if now >= self._next_scan and not stopping:
                     self._next_scan = now + _ORPHAN_SCAN_INTERVAL
-                    self._adopt_orphans()
+                    try:
+                        self._adopt_orphans()
+                    finally:
+                        self._scanned.set()
                 retry_at = None
             except Exception as exc:  # a full disk, or a bug: keep what is queued, go on
                 if retry_at is None:

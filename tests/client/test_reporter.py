@@ -268,6 +268,21 @@ def test_close_leaves_what_was_not_answered_for_the_next_reporter(
     wait_for(lambda: not any(path.exists() for path in left))  # answered: deleted
 
 
+def test_flush_on_a_new_reporter_sends_what_an_earlier_one_left(
+    make_reporter: Callable[..., Reporter], desk: FakeDesk, tmp_path: Path
+) -> None:
+    """The spool's leftovers are found by the housekeeping thread; a flush() right after
+    the constructor waits for that first look, so it never says True with them unsent."""
+    away = desk.url.rsplit(":", 1)[0] + ":9"  # the discard port: nothing answers there
+    for attempt in range(20):  # the race is between the constructor's return and the scan
+        spool = tmp_path / f"spool-{attempt}"
+        first = Reporter(away, "good-key", spool_dir=str(spool), max_backoff=0.2)
+        ids = [first.failure(failure(attempt * 10 + number)) for number in range(3)]
+        assert not first.close(timeout=0)
+        assert make_reporter(spool=spool, flush_interval=60).flush(timeout=10)
+        assert set(ids) <= set(desk.stored)
+
+
 def test_a_process_that_exits_without_close_sends_its_items_at_exit(
     desk: FakeDesk, tmp_path: Path
 ) -> None:
