@@ -71,7 +71,8 @@ def test_times_windows_and_mutes_are_in_the_browsers_zone(seoul: Any, live_serve
     expect(summary).to_contain_text("failures in the last 60 minutes")
     span = summary.locator(".window-span").inner_text()
     now = timezone.now().astimezone(SEOUL)
-    match = re.search(r"(\d\d):(\d\d)-(\d\d):(\d\d) KST$", span)
+    # "14:05-15:05 KST", or across midnight in Seoul "Dec 5 23:33 - Dec 6 00:33 KST".
+    match = re.search(r"(\d\d):(\d\d)(?:-| - [A-Z][a-z]{2} \d{1,2} )(\d\d):(\d\d) KST$", span)
     assert match, span
     end = now.replace(hour=int(match[3]), minute=int(match[4]))
     assert abs((now - end).total_seconds()) < 120  # the window ends now, in Seoul time
