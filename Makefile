@@ -66,6 +66,7 @@ pytest:
 bench: install
 	$(PY) bench/ingest.py
 	$(PY) bench/qualitylab.py
+	$(PY) bench/mcp_middleware.py
 
 ## 100k then 1M records into PostgreSQL (DATABASE triage_scale), then page times: ~10 min.
 bench-scale: install

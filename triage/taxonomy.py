@@ -980,18 +980,23 @@ _REASON_LIST: tuple[ReasonInfo, ...] = (
         ),
         evidence_keys=("error_type", "jsonrpc_code", "tool_call_id"),
         usual_action=gettext_noop(
-            "Have the MCP server's tool say why on its span (tool_call.failure.reason and "
-            "tool_call.execution_state), so its failures arrive with their real reason."
+            "Add triage-desk-client's NextActionContract middleware to the MCP server (or "
+            "have the tool set tool_call.failure.reason and tool_call.execution_state on its "
+            "span), so its failures arrive with their real reason."
         ),
         operator_action="report_the_reason_on_the_span",
         triage_advice=gettext_noop(
             "Look first at the MCP server's own logs for this call. To get the real reason "
-            "next time, have the tool set the span attributes tool_call.failure.reason, "
-            "tool_call.failure.stage and tool_call.execution_state before it fails (the desk "
-            "reads them before anything else), or report the failure with triage-desk-client's "
-            "Reporter, naming the call's trace_id and span_id so span and report are one record."
+            "next time, add triage-desk-client's NextActionContract middleware to the server: "
+            "it classifies each failed call, answers the agent with the next-action envelope, "
+            "reports the failure and names its reason on the span, so span and report are one "
+            "record. Without the middleware, have the tool set the span attributes "
+            "tool_call.failure.reason, tool_call.failure.stage and tool_call.execution_state "
+            "before it fails (the desk reads them before anything else)."
         ),
-        usually_fixed_in=gettext_noop("the MCP server's tool code (its span attributes)"),
+        usually_fixed_in=gettext_noop(
+            "the MCP server: its middleware, or its tools' span attributes"
+        ),
         # The tool ran and may have written before it failed; nothing says how far it got.
         api_called="maybe",
         lane="manual_investigation",

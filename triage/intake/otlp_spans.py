@@ -60,10 +60,12 @@ Every convention's failure is then read the same way, first match wins:
    they imply), the message from the status message or the exception event; anything else
    `service/uncaught_server_error`.
 
-`http.request.method` tells reads (GET, HEAD, OPTIONS) from writes (`external_write`) when
-no tool policy says otherwise. The collection is `tool_call.collection`, else the resource's
-`service.name`; `service.version`, the instrumentation scope and the convention are kept in
-`extra.otlp`.
+`tool_call.side_effect` (`read`, `internal_write`, `external_write`, `privileged`: the
+tool's own declaration, which the MCP middleware sets) says what the call may change;
+without it, `http.request.method` tells reads (GET, HEAD, OPTIONS) from writes
+(`external_write`). A tool policy on the desk says otherwise over both. The collection is
+`tool_call.collection`, else the resource's `service.name`; `service.version`, the
+instrumentation scope and the convention are kept in `extra.otlp`.
 
 Identity: the item id is `<trace id hex>:<span id hex>`, so an exporter's retry of the same
 spans is a duplicate and a span re-sent with another body is a conflict. A failure also
@@ -100,6 +102,7 @@ STAGE_ATTRIBUTE = "tool_call.failure.stage"
 REASON_ATTRIBUTE = "tool_call.failure.reason"
 EXECUTION_STATE_ATTRIBUTE = "tool_call.execution_state"
 COLLECTION_ATTRIBUTE = "tool_call.collection"
+SIDE_EFFECT_ATTRIBUTE = "tool_call.side_effect"
 TOOL_ERROR = "tool_error"  # MCP's error.type for a CallToolResult with isError = true
 UNREPORTED_REASON = "tool_error_unreported"
 
@@ -443,7 +446,11 @@ def _failure_fields(
     state = attributes.get(EXECUTION_STATE_ATTRIBUTE) or state
     if state:
         fields["execution_state"] = state
-    if isinstance(method, str) and method.upper() in _READ_METHODS:
+    declared = attributes.get(SIDE_EFFECT_ATTRIBUTE)
+    if declared:
+        # The tool's own declaration (the middleware sets it), judged like a native item's.
+        fields["side_effect"] = declared
+    elif isinstance(method, str) and method.upper() in _READ_METHODS:
         fields["side_effect"] = "read"
     elif isinstance(method, str) and method.upper() in _WRITE_METHODS:
         fields["side_effect"] = "external_write"

@@ -270,6 +270,22 @@ def test_runtime_overrides_win_over_the_derivation(ingest_client: APIClient) -> 
     assert record_.collection == "payments"
 
 
+def test_the_tools_declared_side_effect_is_read_and_an_odd_one_refused(
+    ingest_client: APIClient,
+) -> None:
+    """tool_call.side_effect (the MCP middleware sets it) wins over the method; a value the
+    desk has no grade for refuses that span alone, as a native item's would."""
+    declared = ToolCall(
+        "sendInvoice", method="GET", status=503, attributes={"tool_call.side_effect": "privileged"}
+    )
+    odd = ToolCall("getOrder", status=503, attributes={"tool_call.side_effect": "harmless"})
+    response = post(ingest_client, a_request(declared, odd, chat=False).SerializeToString())
+    assert answer(response).partial_success.rejected_spans == 1
+    assert FailureRecord.objects.get().side_effect == "privileged"
+    rejection = IngestRejection.objects.get()
+    assert (rejection.code, rejection.field) == ("invalid_field", "body.side_effect")
+
+
 def test_collection_names_follow_the_one_rule(ingest_client: APIClient) -> None:
     """A service name or tool_call.collection is a collection name like any other door's:
     real ids are taken, what cannot be stored or shown refuses the span alone."""

@@ -158,6 +158,7 @@ def test_without_the_middleware_tool_errors_are_stored_as_unreported(
     assert page.status_code == 200
     text = page.content.decode()
     assert 'id="unreported-reason"' in text
+    assert f'NextActionContract(reporter, collection="{group.collection}")' in text
     assert 'span.set_attribute("tool_call.failure.reason", "timeout")' in text
 
 

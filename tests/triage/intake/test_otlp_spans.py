@@ -354,4 +354,4 @@ def test_the_unreported_reason_says_what_is_known_and_how_to_learn_more() -> Non
     )
     assert info.default_execution_state == "started_unknown" and not info.retryable
     assert "tool_call.failure.reason" in info.triage_advice
-    assert "trace_id and span_id" in info.triage_advice
+    assert "NextActionContract" in info.triage_advice and "NextActionContract" in info.usual_action

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import ipaddress
+import json
 import logging
 import os
 import signal
@@ -64,6 +65,11 @@ DEMO_SUITES = {
     "execute": "Plans run against the sandbox API over HTTP.",
 }
 DEMO_WAIT_SECONDS = 300.0
+# An agent runtime beside the desk: an MCP server (the official SDK) with triage-desk-client's
+# NextActionContract middleware and an MCP client, in its own process, reaching the desk
+# only through the ingest API and the OTLP door, as a deployed runtime does.
+DEMO_MCP_RUNTIME = Path(settings.BASE_DIR) / "client" / "examples" / "mcp_billing.py"
+DEMO_MCP_OWNER = "demo-mcp-runtime"
 
 
 def _interrupt(signum: int, frame: Any) -> None:
@@ -184,6 +190,7 @@ class Command(BaseCommand):
             self._wait_until_up(ingest_url, ingest)
             self._wait_for_sandbox(sandbox_url, sandbox)
             self._load_traffic(ingest_url)
+            self._run_mcp_runtime(base_url, ingest_url)
             processes.append(self._start_worker())
             runs = self._load_quality_lab(sandbox_url)
             if options["no_serve"]:
@@ -427,6 +434,35 @@ class Command(BaseCommand):
             f"(POST /api/v1/ingest): {stats['sent']} accepted, {stats['duplicate']} duplicate, "
             f"{stats['rejected']} rejected"
         )
+
+    def _run_mcp_runtime(self, base_url: str, ingest_url: str) -> None:
+        if IngestItem.objects.filter(owner=DEMO_MCP_OWNER).exists():
+            self.stdout.write("The MCP runtime's failures are already loaded; keeping them.")
+            return
+        ApiKey.objects.filter(name=DEMO_MCP_OWNER).delete()
+        _, key = api_key_create(name=DEMO_MCP_OWNER, scopes=["ingest"])
+        spool = Path(settings.BASE_DIR) / "var" / "demo-mcp-spool"
+        done = subprocess.run(
+            [sys.executable, str(DEMO_MCP_RUNTIME), "--desk", ingest_url, "--key", key,
+             "--spool", str(spool)],
+            capture_output=True, text=True, timeout=180, check=False,
+        )  # fmt: skip
+        if done.returncode != 0:
+            raise CommandError(f"The demo's MCP runtime failed:\n{done.stderr[-2000:]}")
+        self.stdout.write(
+            "An MCP server with the NextActionContract middleware, called seven times by an "
+            "MCP client, told its agent:"
+        )
+        for line in done.stdout.splitlines():
+            call = json.loads(line)
+            envelope = call.get("envelope") or {}
+            said = (
+                f"{envelope['status']} {envelope['code']} -> {envelope['retry']['next_action']}"
+                if envelope
+                else "ok"
+            )
+            self.stdout.write(f"  {call['tool']:<22}{said}")
+        self.stdout.write(f"  its failures: {base_url}/?collection=billing-mcp")
 
     def _print_welcome(self, base_url: str, ingest_url: str, runs: list[CaseRun]) -> None:
         username, password = DEMO_ADMIN

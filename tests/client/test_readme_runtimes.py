@@ -1,0 +1,125 @@
+"""The README's examples for MCP servers, MCP clients, OpenInference and OpenLLMetry, run as
+written: each code block is saved to a file and run in a fresh interpreter against a live
+desk (gunicorn + PostgreSQL), with only the environment variables the README names. What
+the README says the desk stores is what it stores."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.faults.processes import Gunicorn, base_env, free_port, wait_until
+from triage.models import FailureRecord
+
+pytestmark = [pytest.mark.services("postgres"), pytest.mark.django_db(transaction=True)]
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = README.parent
+
+
+def example(heading: str) -> str:
+    """The first Python block after a README heading."""
+    text = README.read_text(encoding="utf-8")
+    start = text.index(f"\n{heading}\n")
+    found = re.compile(r"```python\n(.*?)```", re.DOTALL).search(text, start)
+    assert found is not None, heading
+    return found.group(1)
+
+
+@pytest.fixture(scope="module")
+def desk(django_db_setup: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with Gunicorn.serving(env=base_env(), log_dir=tmp_path_factory.mktemp("gunicorn")) as server:
+        yield f"http://127.0.0.1:{server.port}"
+
+
+@pytest.fixture
+def environment(desk: str, make_api_key: Callable[..., str], tmp_path: Path) -> dict[str, str]:
+    key = make_api_key("weather", scopes=("ingest", "read"))
+    return {
+        **os.environ,
+        "TRIAGE_DESK_URL": desk,
+        "TRIAGE_KEY": key,
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": f"{desk}/v1/traces",
+        "OTEL_EXPORTER_OTLP_HEADERS": f"Authorization=Bearer%20{key}",
+        "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf",
+        "SPOOL_DIR": str(tmp_path / "spool"),
+    }
+
+
+def run(heading: str, name: str, where: Path, env: dict[str, str]) -> str:
+    script = where / name
+    script.write_text(example(heading), encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=where, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def stored() -> list[tuple[str, str, str, str, str, str]]:
+    return [
+        (r.source, r.tool, r.stage, r.reason, r.execution_state, r.lane)
+        for r in FailureRecord.objects.order_by("tool")
+    ]
+
+
+def test_the_mcp_server_and_client_examples(environment: dict[str, str], tmp_path: Path) -> None:
+    port = free_port()
+    server_script = tmp_path / "weather_server.py"
+    server_script.write_text(example("### From an MCP server: the next-action middleware"))
+    log = (tmp_path / "server.log").open("w")
+    server = subprocess.Popen(
+        [sys.executable, str(server_script)],
+        cwd=tmp_path, env={**environment, "PORT": str(port)}, stdout=log, stderr=log,
+    )  # fmt: skip
+    try:
+        wait_until(lambda: _listening(port), timeout=30, what="the example MCP server")
+        printed = run(
+            "### From an MCP client",
+            "weather_agent.py",
+            tmp_path,
+            {**environment, "MCP_URL": f"http://127.0.0.1:{port}/mcp"},
+        )
+    finally:
+        server.terminate()
+        server.wait(10)
+        log.close()
+    assert "'next_action': 'retry_with_backoff'" in printed
+    assert "'next_action': 'query_by_idempotency_key'" in printed
+    assert stored() == [
+        ("runtime", "book_courier", "execute", "timeout", "started_unknown", "reconcile_first"),
+        ("runtime", "get_forecast", "execute", "http_5xx", "completed", "retry_safe"),
+    ]
+    booking = FailureRecord.objects.get(tool="book_courier")
+    assert booking.idempotency_key == "b-1"
+    assert booking.extra["envelope"]["retry"]["next_action"] == "query_by_idempotency_key"
+
+
+def test_the_openinference_example(environment: dict[str, str], tmp_path: Path) -> None:
+    run("### From OpenInference", "weather_openinference.py", tmp_path, environment)
+    assert stored() == [
+        ("otlp", "get_weather", "execute", "timeout", "started_unknown", "reconcile_first")
+    ]
+    assert FailureRecord.objects.get().collection == "weather-agent"
+
+
+def test_the_openllmetry_example(environment: dict[str, str], tmp_path: Path) -> None:
+    run("### From OpenLLMetry", "weather_openllmetry.py", tmp_path, environment)
+    assert stored() == [
+        ("otlp", "get_alerts", "execute", "network_error", "not_started", "retry_safe")
+    ]
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as probe:
+        probe.settimeout(0.2)
+        return probe.connect_ex(("127.0.0.1", port)) == 0
