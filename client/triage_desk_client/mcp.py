@@ -62,6 +62,7 @@ from pydantic import BaseModel, ValidationError
 
 from triage_desk_client import classify
 from triage_desk_client.classify import Failure, ToolPolicy
+from triage_desk_client.scrub import scrub_text
 from triage_desk_client.taxonomy import Taxonomy, TaxonomySource
 
 try:  # OpenTelemetry is optional (the SDK depends on its API today; nothing here needs it).
@@ -80,6 +81,7 @@ EXECUTION_STATE_ATTRIBUTE = "tool_call.execution_state"
 COLLECTION_ATTRIBUTE = "tool_call.collection"
 SIDE_EFFECT_ATTRIBUTE = "tool_call.side_effect"
 LANE_ATTRIBUTE = "tool_call.lane"
+MESSAGE_ATTRIBUTE = "tool_call.failure.message"
 # Where MCPServer logs a tool's unexpected exception (mcp/server/mcpserver/server.py).
 SDK_TOOL_LOGGER = "mcp.server.mcpserver.server"
 # The key of a protocol error's `data` that holds the envelope.
@@ -334,6 +336,9 @@ def _mark_span(failure: Failure, verdict: classify.Verdict, collection: str) -> 
     }
     if verdict.side_effect:
         attributes[SIDE_EFFECT_ATTRIBUTE] = verdict.side_effect
+    if failure.message:
+        # Scrubbed here: the span may go to other backends than the desk.
+        attributes[MESSAGE_ATTRIBUTE] = scrub_text(failure.message)
     span.set_attributes(attributes)
     context = span.get_span_context()
     if not context.is_valid:

@@ -199,6 +199,7 @@ def test_the_span_of_each_failed_call_names_its_reason(
     states = [seen["tool_call.execution_state"] for seen in failed_attributes]
     assert states == [told[2] for told in TOLD[1:] if told is not None]
     assert failed_attributes[3]["tool_call.side_effect"] == "external_write"
+    assert failed_attributes[3]["tool_call.failure.message"] == "ReadTimeout: read timed out"
     assert "tool_call.failure.reason" not in attributes[0]
     # Each report names its call's span: the desk stores the span and the report once.
     contexts = [span.get_span_context() for span in failed]
@@ -208,6 +209,25 @@ def test_the_span_of_each_failed_call_names_its_reason(
         if context is not None
     ]
     assert len(contexts) == 6
+
+
+def test_the_message_on_the_span_is_scrubbed_before_it_leaves(
+    reporter: RecordingReporter, spans: InMemorySpanExporter
+) -> None:
+    server = MCPServer("vault", middleware=[contract_for(reporter)])
+
+    @server.tool()
+    def open_vault(name: str) -> str:
+        raise RuntimeError("login refused for admin password=Hunter2Secret")
+
+    async def call() -> Any:
+        async with Client(server) as client:
+            return await client.call_tool("open_vault", {"name": "main"})
+
+    assert run_async(call).is_error
+    (span,) = [s for s in spans.get_finished_spans() if s.name == "tools/call open_vault"]
+    message = str((span.attributes or {})["tool_call.failure.message"])
+    assert "Hunter2Secret" not in message and "[REDACTED" in message
 
 
 def low_level_server(contract: NextActionContract) -> Server[Any]:

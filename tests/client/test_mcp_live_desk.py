@@ -159,6 +159,8 @@ def test_spans_first_then_reports_each_failure_is_still_stored_once(
     assert spans_to_the_desk.force_flush(30_000)
     assert [(r.tool, r.reason) for r in stored()] == [(t, r) for t, _, r in REPORTED]
     assert all("envelope" not in r.extra for r in stored())
+    # The middleware's message on the span, never the "span does not say why" text.
+    assert stored()[3].message == "ReadTimeout: read timed out"
     assert [r.side_effect for r in stored()][:4] == ["read", "read", "read", "external_write"]
 
     # The same spool, sent by a reporter that reaches the desk.

@@ -40,7 +40,8 @@ Every convention's failure is then read the same way, first match wins:
 
 1. `tool_call.failure.reason` / `tool_call.failure.stage` / `tool_call.execution_state`
    (what a tool's own code sets on its span): as sent; the stage from
-   the catalog when only the reason is sent.
+   the catalog when only the reason is sent. `tool_call.failure.message` is the message
+   when the span has no status message and no exception event.
 2. A JSON-RPC error code (`rpc.response.status_code`, `error.type` or the older
    `rpc.jsonrpc.error_code`; an MCP server span carries it when the handler raised a
    protocol error): -32601 (method not found) `unknown_target`; -32602 (invalid params)
@@ -103,6 +104,7 @@ REASON_ATTRIBUTE = "tool_call.failure.reason"
 EXECUTION_STATE_ATTRIBUTE = "tool_call.execution_state"
 COLLECTION_ATTRIBUTE = "tool_call.collection"
 SIDE_EFFECT_ATTRIBUTE = "tool_call.side_effect"
+MESSAGE_ATTRIBUTE = "tool_call.failure.message"
 TOOL_ERROR = "tool_error"  # MCP's error.type for a CallToolResult with isError = true
 UNREPORTED_REASON = "tool_error_unreported"
 
@@ -381,7 +383,10 @@ def _failure_fields(
     if status is None:
         status = _status_code(error_type)  # error.type may be the status code itself
     jsonrpc_code = _jsonrpc_code(attributes)
-    message = (span.status.message or exception.get("message") or "")[:_MESSAGE_LIMIT]
+    named = attributes.get(MESSAGE_ATTRIBUTE)
+    message = (
+        span.status.message or exception.get("message") or (named if isinstance(named, str) else "")
+    )[:_MESSAGE_LIMIT]
     # error.type names an exception class only when it is no code: an HTTP status, a
     # JSON-RPC code and MCP's tool_error say nothing about the exception's type.
     names_a_type = (
@@ -423,6 +428,7 @@ def _failure_fields(
         derived_reason, state = protocol_reason, None  # the taxonomy's default: not_started
     elif (
         error_type == TOOL_ERROR
+        and not attributes.get(REASON_ATTRIBUTE)
         and not exception
         and status is None
         and derived_reason == "uncaught_server_error"

@@ -237,3 +237,4 @@ def test_a_tool_that_says_why_on_its_span_is_stored_with_its_reason(
         "timeout",
         "started_unknown",
     )
+    assert "does not say why" not in record.message

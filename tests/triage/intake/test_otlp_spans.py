@@ -79,6 +79,21 @@ def test_a_read_is_judged_from_the_method() -> None:
     assert body["side_effect"] == "read"
 
 
+def test_a_span_that_names_its_reason_and_message_is_not_called_unreported() -> None:
+    named = {
+        "error.type": "tool_error",
+        "tool_call.failure.reason": "timeout",
+        "tool_call.failure.message": "ReadTimeout: read timed out",
+    }
+    body = only_body(request_of(message="", attributes=named))
+    assert (body["reason"], body["message"]) == ("timeout", "ReadTimeout: read timed out")
+    body = only_body(request_of(message="", attributes={"error.type": "tool_error"}))
+    assert body["reason"] == "tool_error_unreported" and "does not say why" in body["message"]
+    # A status message still comes first.
+    body = only_body(request_of(message="HTTP 504 upstream", attributes=named))
+    assert body["message"] == "HTTP 504 upstream"
+
+
 def test_odd_values_are_kept_in_a_storable_shape() -> None:
     body = only_body(
         request_of(attributes={"ratio": float("nan"), "blob": b"\x00\x01\x02", "on": True})
