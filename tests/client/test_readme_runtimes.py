@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -25,11 +26,11 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 ROOT = README.parent
 
 
-def example(heading: str) -> str:
-    """The first Python block after a README heading."""
+def example(heading: str, language: str = "python") -> str:
+    """The first block in `language` after a README heading."""
     text = README.read_text(encoding="utf-8")
     start = text.index(f"\n{heading}\n")
-    found = re.compile(r"```python\n(.*?)```", re.DOTALL).search(text, start)
+    found = re.compile(rf"```{language}\n(.*?)```", re.DOTALL).search(text, start)
     assert found is not None, heading
     return found.group(1)
 
@@ -102,6 +103,23 @@ def test_the_mcp_server_and_client_examples(environment: dict[str, str], tmp_pat
     booking = FailureRecord.objects.get(tool="book_courier")
     assert booking.idempotency_key == "b-1"
     assert booking.extra["envelope"]["retry"]["next_action"] == "query_by_idempotency_key"
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="needs curl")
+def test_the_envelope_example(environment: dict[str, str], tmp_path: Path) -> None:
+    """The README's curl, with the desk's address in place of the demo's."""
+    command = example("### From a tool runtime's envelope (seed 004)", "sh")
+    command = command.replace("http://127.0.0.1:8000", environment["TRIAGE_DESK_URL"])
+    done = subprocess.run(
+        ["bash", "-c", command], env=environment, capture_output=True, text=True, timeout=60,
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert '"accepted"' in done.stdout, done.stdout
+    record = FailureRecord.objects.get()
+    assert (record.tool, record.stage, record.reason) == ("send_invoice", "execute", "timeout")
+    assert (record.lane, record.execution_state) == ("reconcile_first", "started_unknown")
+    assert record.idempotency_key == "notify:invoice-819:2026-10-29"
 
 
 def test_the_openinference_example(environment: dict[str, str], tmp_path: Path) -> None:
