@@ -7,7 +7,7 @@ from typing import Any
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
-from alerts.models import Channel, ChannelKind, Rule
+from alerts.models import PRODUCTION_SOURCE, Channel, ChannelKind, Rule
 from triage import taxonomy
 
 
@@ -21,11 +21,24 @@ class RuleForm(forms.ModelForm):
     )
     lane = forms.ChoiceField(choices=_choices(taxonomy.LANES), required=False, label=_("Lane"))
     source = forms.ChoiceField(
-        choices=_choices(taxonomy.SOURCES), required=False, label=_("Source")
+        choices=[
+            ("", _("any")),
+            (PRODUCTION_SOURCE, _("production (not Quality Lab)")),
+            *[(value, value) for value in taxonomy.SOURCES],
+        ],
+        required=False,
+        initial=PRODUCTION_SOURCE,
+        label=_("Source"),
     )
     execution_state = forms.ChoiceField(
         choices=_choices(taxonomy.EXECUTION_STATES), required=False, label=_("Execution state")
     )
+
+    def clean_source(self) -> str:
+        # Not sent at all (a client that is no browser): the default, as everywhere else.
+        if "source" not in self.data:
+            return PRODUCTION_SOURCE
+        return str(self.cleaned_data["source"])
 
     class Meta:
         model = Rule

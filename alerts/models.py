@@ -13,6 +13,8 @@ from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from triage import taxonomy
+
 
 class ChannelKind(models.TextChoices):
     EMAIL = "email", _("email")
@@ -79,6 +81,10 @@ class RuleKind(models.TextChoices):
 INGEST_KINDS = (RuleKind.NEW_GROUP, RuleKind.REGRESSION)
 GROUP_KINDS = (RuleKind.NEW_GROUP, RuleKind.REGRESSION, RuleKind.SPIKE)
 FILTERS = ("collection", "stage", "reason", "tool", "lane", "source", "execution_state")
+# A rule's source "production": every source but Quality Lab's test runs (the triage page's
+# default). New rules of the kinds that filter by source take it by default, so a test run
+# never pages anyone unless a rule asks for it.
+PRODUCTION_SOURCE = "production"
 # The filters each kind can apply (the others describe nothing the kind looks at).
 KIND_FILTERS: dict[str, tuple[str, ...]] = {
     RuleKind.NEW_GROUP: FILTERS,
@@ -103,7 +109,7 @@ class Rule(models.Model):
     reason = models.CharField(max_length=100, blank=True)
     tool = models.CharField(max_length=200, blank=True)
     lane = models.CharField(max_length=24, blank=True)
-    source = models.CharField(max_length=20, blank=True)
+    source = models.CharField(max_length=20, blank=True, default=PRODUCTION_SOURCE)
     execution_state = models.CharField(max_length=24, blank=True)
     # A subject (a group, an operation, a suite...) alerts at most once per this interval.
     min_interval_minutes = models.PositiveIntegerField(default=60)
@@ -138,6 +144,10 @@ class Rule(models.Model):
 
     def clean(self) -> None:
         errors: dict[str, str] = {}
+        if self.source == PRODUCTION_SOURCE and "source" not in KIND_FILTERS.get(self.kind, ()):
+            self.source = ""  # the default, on a kind that reads no source
+        if self.source not in ("", PRODUCTION_SOURCE, *taxonomy.SOURCES):
+            errors["source"] = str(_("Choose any, production, or one of the sources."))
         unused = [name for name in self.filters() if name not in KIND_FILTERS.get(self.kind, ())]
         for name in unused:
             errors[name] = str(_("This filter does not apply to the kind %(kind)s.")) % {

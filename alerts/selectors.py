@@ -19,13 +19,20 @@ from django.db.models import Count, Exists, Max, Min, OuterRef, Prefetch, Q, Que
 from django.urls import reverse
 from django.utils.translation import gettext, ngettext
 
-from alerts.models import Channel, Delivery, Rule, RuleKind, RuleSubjectState
+from alerts.models import (
+    PRODUCTION_SOURCE,
+    Channel,
+    Delivery,
+    Rule,
+    RuleKind,
+    RuleSubjectState,
+)
 from learning.models import Suggestion, SuggestionStatus
 from qualitylab.models import CaseRun, RunStatus
-from qualitylab.selectors import previous_finished_run
+from qualitylab.selectors import previous_finished_run, run_scope
 from triage.models import FailureGroup, FailureGroupBucket, FailureGroupFacet, GroupStatus
 from triage.receipts import operations_over_budget
-from triage.selectors import awaiting_reconciliation
+from triage.selectors import TEST_SOURCE, awaiting_reconciliation, having_production_records
 from triage.timebins import hour_floor
 
 # A kind that matches more than this many subjects in one evaluation reads no further.
@@ -89,7 +96,9 @@ def groups_for_rule(
         value = getattr(rule, name)
         if value:
             groups = groups.filter(**{name: value})
-    if rule.source:
+    if rule.source == PRODUCTION_SOURCE:
+        groups = groups.filter(having_production_records())
+    elif rule.source:
         groups = groups.filter(_facet("source", rule.source))
     if rule.execution_state:
         groups = groups.filter(_facet("execution_state", rule.execution_state))
@@ -159,7 +168,10 @@ def _selects(rule: Rule, group: FailureGroup, facets: dict[int, set[tuple[str, s
         if value and getattr(group, name) != value:
             return False
     mix = facets.get(group.pk, set())
-    if rule.source and ("source", rule.source) not in mix:
+    if rule.source == PRODUCTION_SOURCE:
+        if not any(name == "source" and value != TEST_SOURCE for name, value in mix):
+            return False
+    elif rule.source and ("source", rule.source) not in mix:
         return False
     return not (rule.execution_state and ("execution_state", rule.execution_state) not in mix)
 
@@ -337,23 +349,27 @@ def retry_budget_matches(rule: Rule, *, now: datetime) -> list[Match]:
 def qualitylab_regression_matches(
     rule: Rule, *, now: datetime, lookback: timedelta = timedelta(days=1)
 ) -> list[Match]:
-    """The newest finished run of each suite: cases that passed in the suite's run before
-    and fail now, or a pass rate under R. A run already judged for this rule is skipped
-    before its results are read."""
+    """The newest finished run of each suite and mode: cases that passed in the suite's run
+    before and fail now, or a pass rate under R. A re-run of a run's failed cases is never
+    judged (its pass rate says nothing of the suite, and its cases are compared with the run
+    they came from on the run's page). A run already judged for this rule is skipped before
+    its results are read."""
     runs = (
-        CaseRun.objects.filter(status=RunStatus.DONE, finished_at__gte=now - lookback)
+        CaseRun.objects.filter(
+            status=RunStatus.DONE, finished_at__gte=now - lookback, rerun_of__isnull=True
+        )
         .select_related("collection", "suite")
-        .order_by("collection_id", "suite_id", "-finished_at", "-pk")
+        .order_by("collection_id", "suite_id", "mode", "-finished_at", "-pk")
     )
     if rule.collection:
         runs = runs.filter(collection__name=rule.collection)
-    newest: dict[tuple[int, int | None], CaseRun] = {}
+    newest: dict[tuple[int, int | None, str], CaseRun] = {}
     for run in runs[:MATCH_LIMIT]:
-        newest.setdefault((run.collection_id, run.suite_id), run)
+        newest.setdefault((run.collection_id, run.suite_id, run.mode), run)
     judged = dict(RuleSubjectState.objects.filter(rule=rule).values_list("subject", "last_window"))
     matches = []
-    for (collection_id, suite_id), run in newest.items():
-        subject = f"suite:{collection_id}:{suite_id or 'all'}"
+    for (collection_id, suite_id, mode), run in newest.items():
+        subject = f"suite:{collection_id}:{suite_id or 'all'}" + (f":{mode}" if mode else "")
         window = f"run{run.pk}"
         if judged.get(subject) == window:
             continue
@@ -364,7 +380,7 @@ def qualitylab_regression_matches(
         )
         if not regressed and not below:
             continue
-        suite = run.suite.name if run.suite else gettext("all cases")
+        suite = run_scope(run)
         what = []
         if regressed:
             what.append(

@@ -8,7 +8,7 @@ from typing import Any
 
 from django.db.models import Count, F, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
-from django.utils.translation import gettext_noop
+from django.utils.translation import gettext, gettext_noop, ngettext
 
 from qualitylab.models import (
     BuildStatus,
@@ -422,6 +422,24 @@ _BASELINE_FIELDS = ("pk", "created_at", "passed", "failed", "done", "total", "st
 FINISHED = (RunStatus.DONE, RunStatus.CANCELLED, RunStatus.FAILED)
 # How many other runs the comparison's select offers (newest first).
 COMPARABLE_RUNS = 50
+
+
+def run_scope(run: CaseRun) -> str:
+    """What a run ran, in words: its suite, or every active case, of its mode if it has one;
+    a re-run says whose failed cases it ran."""
+    if run.rerun_of_id is not None:
+        return ngettext(
+            "%(count)d failed case of run %(run)s",
+            "%(count)d failed cases of run %(run)s",
+            len(run.case_ids),
+        ) % {"count": len(run.case_ids), "run": run.rerun_of_id}
+    if run.suite_id is not None and run.suite is not None:
+        scope = gettext("suite %(suite)s") % {"suite": run.suite.name}
+    else:
+        scope = gettext("all active cases")
+    if run.mode:
+        scope = gettext("%(scope)s, %(mode)s only") % {"scope": scope, "mode": run.mode}
+    return scope
 
 
 def previous_finished_run(*, run: CaseRun) -> CaseRun | None:

@@ -262,7 +262,7 @@ PRODUCTION_SOURCES = "production"
 TEST_SOURCE = "quality_lab"
 
 
-def _having_production_facet(*, group: str = "pk") -> Exists:
+def having_production_records(*, group: str = "pk") -> Exists:
     """Groups with records from any source but Quality Lab (runtime traffic)."""
     return Exists(
         FailureGroupFacet.objects.filter(
@@ -286,7 +286,7 @@ def _triage_filter(filters: dict[str, str], *, via: str = "") -> Q:
     outer = "group_id" if via else "pk"
     for dimension in ("source", "execution_state"):
         if filters.get(dimension) == PRODUCTION_SOURCES and dimension == "source":
-            condition &= Q(_having_production_facet(group=outer))
+            condition &= Q(having_production_records(group=outer))
         elif filters.get(dimension):
             condition &= Q(_having_facet(dimension, filters[dimension], group=outer))
     if filters.get("q"):

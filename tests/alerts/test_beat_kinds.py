@@ -12,14 +12,15 @@ import pytest
 from django.utils import timezone
 
 from alerts import services
-from alerts.models import Channel, RuleKind
+from alerts.models import Channel, Delivery, RuleKind
 from alerts.sinks import WebhookReceiver
 from learning import services as learning_services
 from qualitylab import services as lab
 from qualitylab.models import CaseResult, CaseRun
+from qualitylab.selectors import run_scope
 from tests.factories import demo_collection, failure_item, receipt_item
 from tests.learning.conftest import attempt_item
-from triage.intake.ingest import batch_ingest
+from triage.intake.ingest import DESK_CHANNEL, DESK_OWNER, batch_ingest
 from triage.models import FailureGroup
 from triage.services import group_act
 
@@ -64,6 +65,49 @@ def test_a_spike_fires_once_and_a_muted_group_never(
     assert body["kind"] == "spike"
     assert body["group"]["id"] == FailureGroup.objects.get(tool="hot").pk
     assert body["count"] == 6
+
+
+def test_a_spike_of_quality_lab_records_pages_nobody_by_default(
+    receiver: WebhookReceiver, webhook: Channel, make_rule: Callable[..., Any], quiet_queue: Any
+) -> None:
+    make_rule(RuleKind.SPIKE, [webhook], spike_count=5, spike_factor=2, spike_window_hours=1)
+    now = timezone.now().isoformat()
+    batch_ingest(
+        owner=DESK_OWNER,
+        channel=DESK_CHANNEL,
+        items=[
+            failure_item(f"lab{i}", occurred_at=now, source="quality_lab", tool="lab")
+            for i in range(6)
+        ],
+    )
+    _records(6, "prod", tool="prod")
+    [body] = _evaluate_twice_within_the_interval(receiver)
+    assert body["group"]["id"] == FailureGroup.objects.get(tool="prod").pk
+
+
+def test_a_rerun_of_failed_cases_is_never_judged_and_says_what_it_ran(
+    receiver: WebhookReceiver, webhook: Channel, make_rule: Callable[..., Any], quiet_queue: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """A re-run of only the failed cases has a pass rate of about 0%: that says nothing of
+    the suite. It is not judged, and its page says it ran the failed cases of its run."""
+    monkeypatch.setattr(lab, "_send", lambda task, **kwargs: None)
+    shop = demo_collection()
+    run = lab.run_start(collection=shop, mode="search")
+    lab.run_execute(run_id=run.pk)
+    failed = CaseResult.objects.filter(run=run, passed=False).count()
+    assert failed, "the demo's search cases include failures on purpose"
+    rerun = lab.run_rerun_failed(run=run)
+    lab.run_execute(run_id=rerun.pk)
+    rerun.refresh_from_db()
+    assert rerun.passed < rerun.done
+    make_rule(RuleKind.QUALITYLAB_REGRESSION, [webhook], pass_rate_floor=0.99)
+    [body] = _evaluate_twice_within_the_interval(receiver)
+    assert body["group"]["url"].endswith(f"/qualitylab/runs/{run.pk}/")  # the run, not its re-run
+    summary = Delivery.objects.get().summary
+    assert f"Quality Lab run {run.pk} of shop (all active cases, search only)" in summary
+    cases = len(rerun.case_ids)
+    assert run_scope(rerun) == f"{cases} failed case{'s' if cases > 1 else ''} of run {run.pk}"
 
 
 def test_no_spike_without_x_times_the_window_before(

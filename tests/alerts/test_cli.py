@@ -32,7 +32,8 @@ def test_channels_and_rules_from_the_command_line(receiver: WebhookReceiver) -> 
     assert (rule.collection, rule.min_interval_minutes) == ("shop", 15)
     assert {c.name for c in rule.channels.all()} == {"ops", "mail"}
     listed = _run("list")
-    assert "rule shop-new\tnew_group\ton\tcollection=shop\tevery 15 min\t-> mail,ops" in listed
+    shop_new = "rule shop-new\tnew_group\ton\tcollection=shop source=production\tevery 15 min"
+    assert f"{shop_new}\t-> mail,ops" in listed
     assert "secret-path" not in listed
     assert "test sent to ops: answer 200" in _run("test", "ops")
     assert receiver.wait_for(1)[0].signature_ok is None  # the receiver knows no secret here

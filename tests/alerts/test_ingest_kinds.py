@@ -9,6 +9,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from alerts import services
@@ -315,3 +316,39 @@ def test_with_the_broker_down_the_batch_waits_in_the_database_for_the_beat(
     services.delivery_attempt(delivery_id=delivery.pk)  # the same message twice: sent once
     assert len(receiver.wait_for(2, timeout=0.5)) == 1
     assert json.loads(receiver.requests[0].body)["kind"] == "new_group"
+
+
+def test_a_new_rule_watches_production_so_quality_lab_runs_never_page(
+    django_capture_on_commit_callbacks: Any,
+    inline_queue: list[Any],
+    webhook: Any,
+    receiver: WebhookReceiver,
+    make_rule: Callable[..., Any],
+) -> None:
+    """A rule created without a source watches production; "any" must be asked for."""
+    default = make_rule(RuleKind.NEW_GROUP, [webhook], name="new-production")
+    assert default.source == "production"
+    make_rule(RuleKind.NEW_GROUP, [webhook], name="new-anything", source="")
+    with django_capture_on_commit_callbacks(execute=True):
+        batch_ingest(
+            owner=ingest.DESK_OWNER,
+            channel=ingest.DESK_CHANNEL,
+            items=[failure_item("lab-1", source="quality_lab", tool="labOnly")],
+        )
+    _ingest(django_capture_on_commit_callbacks, failure_item("rt-1", tool="inProduction"))
+    fired = sorted((r.json()["rule"], r.json()["group"]["tool"]) for r in receiver.wait_for(3))
+    assert fired == [
+        ("new-anything", "inProduction"),
+        ("new-anything", "labOnly"),
+        ("new-production", "inProduction"),
+    ]
+
+
+def test_the_production_default_is_dropped_on_kinds_that_read_no_source(
+    webhook: Any, make_rule: Callable[..., Any]
+) -> None:
+    rule = make_rule(RuleKind.QUALITYLAB_REGRESSION, [webhook])
+    assert rule.source == ""
+    with pytest.raises(ValidationError) as refused:
+        make_rule(RuleKind.NEW_GROUP, [webhook], source="staging")
+    assert "source" in refused.value.message_dict

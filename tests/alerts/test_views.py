@@ -47,7 +47,9 @@ def test_operators_create_rules_but_not_channels(
         "spike_window_hours": "1",
     })  # fmt: skip
     assert response.status_code == 302, response.content.decode()[-2000:]
-    assert Rule.objects.get().kind == "spike"
+    assert (Rule.objects.get().kind, Rule.objects.get().source) == ("spike", "production")
+    # A new rule's form starts on production: Quality Lab's test runs page nobody unless asked.
+    assert '<option value="production" selected>' in body
     bad = client.post("/alerts/rules/new", {"name": "x", "kind": "spike", "channels": [webhook.pk],
                                             "min_interval_minutes": "60"})  # fmt: skip
     assert bad.status_code == 400

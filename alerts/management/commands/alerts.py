@@ -9,7 +9,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from alerts import services
-from alerts.models import Channel, ChannelKind, Rule, RuleKind
+from alerts.models import PRODUCTION_SOURCE, Channel, ChannelKind, Rule, RuleKind
 
 
 class Command(BaseCommand):
@@ -30,9 +30,12 @@ class Command(BaseCommand):
         rule.add_argument("--kind", required=True, choices=RuleKind.values)
         rule.add_argument("--channel", required=True, action="append", metavar="NAME",
                           help="a channel's name (repeat for several)")  # fmt: skip
-        for name in ("collection", "stage", "reason", "tool", "lane", "source",
-                     "execution-state"):  # fmt: skip
+        for name in ("collection", "stage", "reason", "tool", "lane", "execution-state"):
             rule.add_argument(f"--{name}", default="")
+        rule.add_argument(
+            "--source", default=PRODUCTION_SOURCE,
+            help="production (the default: every source but Quality Lab), any, or one source",
+        )  # fmt: skip
         rule.add_argument("--min-interval", type=int, default=60, metavar="MINUTES")
         rule.add_argument("--spike-count", type=int, metavar="N")
         rule.add_argument("--spike-factor", type=float, metavar="X")
@@ -74,7 +77,8 @@ class Command(BaseCommand):
         fields = {
             "collection": options["collection"], "stage": options["stage"],
             "reason": options["reason"], "tool": options["tool"], "lane": options["lane"],
-            "source": options["source"], "execution_state": options["execution_state"],
+            "source": "" if options["source"] == "any" else options["source"],
+            "execution_state": options["execution_state"],
             "min_interval_minutes": options["min_interval"],
             "spike_count": options["spike_count"], "spike_factor": options["spike_factor"],
             "spike_window_hours": options["spike_window_hours"],
