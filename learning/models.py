@@ -307,6 +307,7 @@ class Decision(models.TextChoices):
     APPROVE = "approve", gettext_lazy("approved")
     REJECT = "reject", gettext_lazy("rejected")
     DEMOTE = "demote", gettext_lazy("demoted")
+    REOPEN = "reopen", gettext_lazy("reopened")
     AUTO_PROMOTE = "auto_promote", gettext_lazy("promoted by policy")
 
 

@@ -272,9 +272,10 @@ def _verdicts(
         links.exclude(attempt__collection=collection).values_list("suggestion_id", flat=True)
     )
     demoted = set(
-        Review.objects.filter(suggestion_id__in=ids, decision=Decision.DEMOTE).values_list(
-            "suggestion_id", flat=True
-        )
+        # A person undid a promotion or a rejection: from then on only a person promotes it.
+        Review.objects.filter(
+            suggestion_id__in=ids, decision__in=(Decision.DEMOTE, Decision.REOPEN)
+        ).values_list("suggestion_id", flat=True)
     )
     evidence = evidence_counts(suggestion_ids=ids)
     verdicts = []
@@ -515,6 +516,32 @@ def suggestion_demote(*, suggestion: Suggestion, reviewer: Any, reason: str) -> 
         _record_gate(row, facts=facts, verdict=verdict)
         _demote(row, actor=reviewer, label=reviewer.get_username(), code="", note=reason,
                 status=verdict.status, now=timezone.now())  # fmt: skip
+    return row
+
+
+def suggestion_reopen(*, suggestion: Suggestion, reviewer: Any, reason: str) -> Suggestion:
+    """Undo a rejection: back to what the gate says now (suggested or promotable), the
+    rejection kept in the history; policy will not promote it, a reviewer may."""
+    reason = reason.strip()
+    if not reason:
+        raise DecisionError(gettext("Say why it is reopened: the reason is kept in the history."))
+    with transaction.atomic():
+        row = _locked(suggestion)
+        if row.status != SuggestionStatus.REJECTED:
+            raise DecisionError(
+                gettext("Only a rejected suggestion can be reopened; this one is %(status)s.")
+                % {"status": row.get_status_display()}
+            )
+        before = row.status
+        [(_, facts, verdict)] = _verdicts(collection=row.collection, rows=[row])
+        _record_gate(row, facts=facts, verdict=verdict)
+        row.status = verdict.status
+        row.rejection_reason = ""
+        row.rejection_note = ""
+        row.updated_at = timezone.now()
+        row.save()
+        _review(row, decision=Decision.REOPEN, actor=reviewer, label=reviewer.get_username(),
+                code="", note=reason, before=before)  # fmt: skip
     return row
 
 

@@ -25,5 +25,10 @@ urlpatterns: list[URLPattern] = [
         views.suggestion_demote_view,
         name="suggestion-demote",
     ),
+    path(
+        "suggestions/<int:suggestion_id>/reopen",
+        views.suggestion_reopen_view,
+        name="suggestion-reopen",
+    ),
     path("collections/<collection:name>/policy", views.collection_policy_view, name="policy"),
 ]

@@ -179,6 +179,30 @@ def suggestion_demote_view(request: HttpRequest, suggestion_id: int) -> HttpResp
 
 @require_POST
 @login_required
+@permission_required(roles.REVIEW_SUGGESTION, raise_exception=True)
+def suggestion_reopen_view(request: HttpRequest, suggestion_id: int) -> HttpResponse:
+    suggestion = get_object_or_404(Suggestion, pk=suggestion_id)
+    form = DemoteForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, gettext("Reopening needs a reason: it is kept in the history."))
+        return _back(request, suggestion)
+    try:
+        reopened = services.suggestion_reopen(
+            suggestion=suggestion, reviewer=request.user, reason=form.cleaned_data["reason"]
+        )
+    except services.DecisionError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(
+            request,
+            gettext("Reopened %(suggestion)s: it is %(status)s again.")
+            % {"suggestion": _label(suggestion), "status": reopened.get_status_display()},
+        )
+    return _back(request, suggestion)
+
+
+@require_POST
+@login_required
 @permission_required(roles.CHANGE_COLLECTION, raise_exception=True)
 def collection_policy_view(request: HttpRequest, name: str) -> HttpResponse:
     collection = get_object_or_404(Collection, name=name)

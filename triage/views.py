@@ -303,7 +303,9 @@ def group_runbook_view(request: HttpRequest, group_id: int) -> HttpResponse:
         form.add_error("subject", _("This group has no tool to keep a runbook for."))
     if not form.is_valid():
         messages.error(
-            request, _("The runbook was not saved. %(errors)s") % {"errors": errors_in_words(form)}
+            request,
+            _("The runbook was not saved. %(errors)s") % {"errors": errors_in_words(form)},
+            extra_tags="in-section",
         )
         draft_keep(request, key=_group_draft_key(group), form=form, extra={"form": "runbook"})
         return HttpResponseRedirect(_group_url(group, back) + "#runbooks")
@@ -318,7 +320,8 @@ def group_runbook_view(request: HttpRequest, group_id: int) -> HttpResponse:
         note=data["note"],
         actor=request.user,
     )
-    messages.success(request, _("Runbook saved."))
+    # Shown in the runbook card, where the page lands (#runbooks), not above the fold.
+    messages.success(request, _("Runbook saved."), extra_tags="in-section")
     return HttpResponseRedirect(_group_url(group, back) + "#runbooks")
 
 

@@ -296,6 +296,11 @@ def test_an_operator_keeps_a_runbook_beside_the_advice(
     form.get_by_role("button", name="Save runbook").click()
     link = tab.locator("#runbooks a[href='https://wiki.example.com/runbooks/http-5xx']")
     expect(link).to_be_visible()
+    # The confirmation is where the page lands (#runbooks), not above the fold.
+    saved = tab.locator("#runbooks .msg-success")
+    expect(saved).to_contain_text("Runbook saved.")
+    expect(saved).to_be_in_viewport()
+    expect(tab.locator("ul.messages .msg-success")).to_have_count(0)
     expect(link).to_have_attribute("rel", "noopener noreferrer")
     expect(tab.locator("#runbooks")).to_contain_text("Page the payments on-call first.")
 

@@ -78,9 +78,16 @@ def test_reviewer_approves_one_rejects_another_and_sees_both_in_history(
     assert preference.promoted_by_label == "reviewer-browser"
     assert path.status == SuggestionStatus.REJECTED
     assert Review.objects.count() == 2
-    # Rejected suggestions stay visible.
+    # Rejected suggestions stay visible, and can be reopened with a reason.
     expect(_block(page, path)).to_contain_text("Rejected as operator_rejected")
     screenshot("learning-after-decisions")
+    block = _block(page, path)
+    block.locator("input[name=reason]").fill("the test data is fixed now")
+    block.locator("button:has-text('Reopen')").click()
+    expect(page.locator(".msg-success")).to_contain_text("Reopened plan_path")
+    expect(page.locator("#history")).to_contain_text("the test data is fixed now")
+    path.refresh_from_db()
+    assert path.status == SuggestionStatus.PROMOTABLE
 
     page.click(f"#suggestion-{preference.pk} a.target")
     page.wait_for_url(f"**/learning/suggestions/{preference.pk}/")
@@ -94,8 +101,8 @@ def test_viewer_sees_no_decision_buttons(
     sign_in("viewer")
     page.goto(f"{live_server.url}/learning/")
     expect(page.locator("table.learning-queue")).to_be_visible()
-    for label in ("Approve", "Reject", "Demote"):
+    for label in ("Approve", "Reject", "Demote", "Reopen"):
         assert page.locator(f"button:has-text('{label}')").count() == 0
     assert page.locator("form.decision").count() == 0
-    expect(page.locator("#queue")).to_contain_text("Reviewers approve, reject and demote")
+    expect(page.locator("#queue")).to_contain_text("Reviewers approve, reject, demote and reopen")
     screenshot("learning-viewer")

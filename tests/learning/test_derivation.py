@@ -220,6 +220,35 @@ def test_a_demoted_suggestion_is_not_promoted_again_by_policy(ingest_attempts: A
     assert suggestion().status == SuggestionStatus.PROMOTABLE
 
 
+def test_a_rejected_suggestion_is_reopened_with_a_reason_and_waits_for_a_reviewer(
+    ingest_attempts: Any,
+) -> None:
+    """Reopening undoes a rejection: the gate decides its status again, the rejection stays
+    in the history, and policy does not promote what a person reopened."""
+    Collection.objects.create(name="bo-dev", learning_mode=LearningMode.PROMOTED)
+    reviewer = get_user_model().objects.create(username="rita")
+    with mock.patch.object(services, "_apply_verdict"):  # rejected before policy acts
+        ingest_attempts(attempt_item(), attempt_item())
+    services.suggestion_reject(
+        suggestion=suggestion(), reviewer=reviewer, reason="unstable_target", note="two paths"
+    )
+    with pytest.raises(services.DecisionError):
+        services.suggestion_reopen(suggestion=suggestion(), reviewer=reviewer, reason=" ")
+    reopened = services.suggestion_reopen(
+        suggestion=suggestion(), reviewer=reviewer, reason="the target is stable now"
+    )
+    assert reopened.status == SuggestionStatus.PROMOTABLE
+    assert (reopened.rejection_reason, reopened.rejection_note) == ("", "")
+    assert [(r.decision, r.note) for r in reopened.reviews.order_by("pk")][-2:] == [
+        ("reject", "two paths"),
+        ("reopen", "the target is stable now"),
+    ]
+    ingest_attempts(attempt_item())
+    assert suggestion().status == SuggestionStatus.PROMOTABLE  # never promoted by policy
+    with pytest.raises(services.DecisionError, match="Only a rejected suggestion"):
+        services.suggestion_reopen(suggestion=suggestion(), reviewer=reviewer, reason="again")
+
+
 def test_with_the_broker_down_attempts_wait_and_the_command_catches_up(
     db: Any, django_capture_on_commit_callbacks: Any
 ) -> None:

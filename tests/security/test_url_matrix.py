@@ -545,6 +545,9 @@ SITE: dict[str, Row] = {
     "learning:suggestion-demote": Row(lambda w: f"/learning/suggestions/{w.suggestion}/demote",
                                       post=page(REVIEWERS),
                                       body=lambda w: {"reason": "hides the new endpoint"}),
+    "learning:suggestion-reopen": Row(lambda w: f"/learning/suggestions/{w.suggestion}/reopen",
+                                      post=page(REVIEWERS),
+                                      body=lambda w: {"reason": "the target is stable now"}),
     "learning:policy": Row(lambda w: "/learning/collections/shop/policy", post=page(OPERATORS),
                            body=lambda w: {"learning_mode": "shadow"}),
 }  # fmt: skip
