@@ -228,6 +228,9 @@ class MetricSeries:
     label: str
     points: list[tuple[int, float | None]]  # (run id, value)
     left_out: list[int] = field(default_factory=list)  # re-runs in the span, not charted
+    # The pass rate is charted per mode (a search run's rate is no point on a plan run's
+    # line); "" is runs of every mode at once.
+    mode: str | None = None
 
     @property
     def values(self) -> list[float | None]:
@@ -255,21 +258,38 @@ def metric_history(*, collection: Collection, runs: int = METRICS_RUNS) -> list[
     recent = list(
         collection.runs.filter(status=RunStatus.DONE)
         .order_by("-created_at", "-pk")
-        .values_list("pk", "metrics", "repeat", "rerun_of_id")[:runs]
+        .values_list("pk", "metrics", "repeat", "rerun_of_id", "mode")[:runs]
     )
     recent.reverse()
-    left_out = [run_id for run_id, _, _, rerun_of in recent if rerun_of is not None]
+    left_out = [run_id for run_id, _, _, rerun_of, _ in recent if rerun_of is not None]
     charted = [row for row in recent if row[3] is None]
-    by_case = case_pass_rates(run_ids=[run_id for run_id, _, repeat, _ in charted if repeat > 1])
+    by_case = case_pass_rates(run_ids=[run_id for run_id, _, repeat, _, _ in charted if repeat > 1])
+
+    def value_of(run_id: int, metrics: Any, key: str) -> float | None:
+        value = by_case.get(run_id) if key == "pass_rate" else None
+        if value is None:
+            value = (metrics or {}).get(key)
+        return float(value) if isinstance(value, (int, float)) else None
+
     series = []
     for key, label in CHARTED_METRICS:
-        points = []
-        for run_id, metrics, _, _ in charted:
-            value = by_case.get(run_id) if key == "pass_rate" and run_id in by_case else None
-            if value is None:
-                value = (metrics or {}).get(key)
-            points.append((run_id, float(value) if isinstance(value, (int, float)) else None))
-        series.append(MetricSeries(key=key, label=label, points=points, left_out=left_out))
+        if key != "pass_rate":
+            points = [(run_id, value_of(run_id, metrics, key)) for run_id, metrics, *_ in charted]
+            series.append(MetricSeries(key=key, label=label, points=points, left_out=left_out))
+            continue
+        present = {mode for *_, mode in charted}
+        for mode in [
+            *(m for m in CaseMode.values if m in present),
+            *([""] if "" in present else []),
+        ]:
+            points = [
+                (run_id, value_of(run_id, metrics, key))
+                for run_id, metrics, _, _, run_mode in charted
+                if run_mode == mode
+            ]
+            series.append(
+                MetricSeries(key=key, label=label, points=points, left_out=left_out, mode=mode)
+            )
     return series
 
 

@@ -89,6 +89,23 @@ def test_the_person_picks_the_run_to_compare_with_in_the_url(
     assert "· later</option>" in later.content.decode()
 
 
+def test_the_pass_rate_has_one_line_per_mode(
+    viewer: Client, shop: Collection, capture: Any
+) -> None:
+    search = execute(start_run(shop, capture, mode="search"))
+    every = execute(start_run(shop, capture))
+    again = execute(start_run(shop, capture, mode="search"))
+    rates = [s for s in selectors.metric_history(collection=shop) if s.key == "pass_rate"]
+    assert [(s.mode, [run for run, _ in s.points]) for s in rates] == [
+        ("search", [search.pk, again.pk]),
+        ("", [every.pk]),
+    ]
+    content = viewer.get(f"/qualitylab/{shop.name}/").content.decode()
+    for label in ("pass rate, search runs", "pass rate, runs of every mode"):
+        assert f"<span>{label}</span>" in content
+    assert "<span>hit@K</span>" in content  # the other metrics keep one line each
+
+
 @pytest.mark.parametrize("value", ["zzz", "-1", "0", str(2**63), "self", "other", "missing"])
 def test_a_run_that_cannot_be_compared_with_is_refused_on_the_page(
     viewer: Client, shop: Collection, capture: Any, value: str

@@ -358,9 +358,14 @@ def _source_mix(mix: dict[str, int]) -> SafeString:
 _LONG_NAME = '<span class="code truncate" title="{0}">{0}</span>'
 
 
-def _first_two(values: list[str], template: str = "{}") -> SafeString:
-    """'a, b +3' for a list of five."""
-    shown = format_html_join(", ", template, ((value,) for value in values[:2]))
+def _first_two(values: list[str], template: str = "{0}") -> SafeString:
+    """'a, b +3' for a list of five. Each name keeps its comma on its own line (a wrapped
+    line never starts with one)."""
+    first = values[:2]
+    item = '<span class="nowrap">' + template + "{1}</span>"
+    shown = format_html_join(
+        " ", item, ((value, "," if n < len(first) - 1 else "") for n, value in enumerate(first))
+    )
     if len(values) <= 2:
         return shown
     return format_html('{} <span class="muted">+{}</span>', shown, len(values) - 2)
