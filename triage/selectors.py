@@ -598,6 +598,18 @@ def _sort_key(sort: str) -> Callable[[ReasonRow], Any]:
     return lambda row: (taxonomy.stage_index(row.stage), -row.count)
 
 
+def failed_between(*, filters: dict[str, str], start: datetime, end: datetime) -> bool:
+    """Whether any group these filters show had a record between start and end (its newest
+    record's time; one indexed query, for the first screen's window)."""
+    return (
+        FailureGroup.objects.filter(
+            _triage_filter(filters), last_seen__gte=start, last_seen__lte=end
+        )
+        .order_by()
+        .exists()
+    )
+
+
 def triage_overview(
     *,
     start: datetime,

@@ -53,6 +53,20 @@ def _action_label(action: str) -> str:
     return str(dict(GroupActionForm.base_fields["action"].choices).get(action, action))  # type: ignore[attr-defined]
 
 
+# The first screen's window when anything failed in it.
+RECENT_WINDOW_KEY = "1h"
+RECENT_WINDOW = timedelta(hours=1)
+
+
+def _first_screen_window(filters: dict[str, str], *, now: datetime) -> str:
+    """The window of a triage view whose URL names none: the first screen is now, so the
+    last 60 minutes when anything these filters show failed in them, else the last 24
+    hours. The bulk bar judges its posted view the same way, so it acts on what was shown
+    (and refuses, by the count, when the hour turned quiet in between)."""
+    recent = selectors.failed_between(filters=filters, start=now - RECENT_WINDOW, end=now)
+    return RECENT_WINDOW_KEY if recent else str(TriageFilterForm.DEFAULTS["window"])
+
+
 @require_safe
 @login_required
 @permission_required("triage.view_failuregroup", raise_exception=True)
@@ -62,24 +76,34 @@ def triage_page(request: HttpRequest) -> HttpResponse:
         data.setdefault(key, value)  # a link setting only some filters shows the defaults
     now = timezone.now()
     form = TriageFilterForm(data, now=now)
-    window = form.window_range(now=now)
     filters = form.filters()
+    default_window = ""
+    if "window" not in request.GET:
+        default_window = _first_screen_window(filters, now=now)
+        if default_window != data["window"]:
+            data["window"] = default_window
+            form = TriageFilterForm(data, now=now)
+    window = form.window_range(now=now)
     overview = selectors.triage_overview(
         start=window.start, end=window.end, filters=filters, sort=form.sort_order(), now=now
     )
-    # The shareable URL of this view: only the filters that are set (and valid).
+    # The shareable URL of this view: only the filters that are set (and valid). Without a
+    # window it opens on the first screen's choice, then as now.
     shown = [(key, value) for key, value in form.query_items() if key in request.GET]
     query = urlencode(shown)
     query_without_reason = urlencode([(k, v) for k, v in shown if k not in ("stage", "reason")])
     query_without_source = urlencode([(k, v) for k, v in shown if k != "source"])
+    query_without_window = urlencode([(k, v) for k, v in shown if k != "window"])
     context = {
         "form": form,
         "window": window,
+        "default_window": default_window,
         "filters": filters,
         "overview": overview,
         "query": query,
         "query_without_reason": query_without_reason,
         "query_without_source": query_without_source,
+        "query_without_window": query_without_window,
         "back_suffix": f"?{urlencode({'back': query})}" if query else "",
         "bulk_form": _bulk_form(request),
         "bulk_actions": [(action, _action_label(action)) for action in BULK_ACTIONS],
@@ -369,12 +393,18 @@ def bulk_act_view(request: HttpRequest) -> HttpResponse:
         draft_keep(request, key=BULK_DRAFT, form=form)
         return HttpResponseRedirect(back)
     now = timezone.now()
-    filter_form = TriageFilterForm(_query_dict(query), now=now)
+    posted = _query_dict(query)
+    filter_form = TriageFilterForm(posted, now=now)
     if not filter_form.is_valid():
         messages.error(
             request, gettext("The filter of these groups is not valid: nothing was changed.")
         )
         return HttpResponseRedirect(reverse("triage:home"))
+    if "window" not in posted:
+        posted = posted.copy()
+        posted["window"] = _first_screen_window(filter_form.filters(), now=now)
+        filter_form = TriageFilterForm(posted, now=now)
+        filter_form.is_valid()
     window = filter_form.window_range(now=now)
     groups = list(
         selectors.triage_groups_in_window(

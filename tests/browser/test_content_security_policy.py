@@ -56,7 +56,7 @@ def test_no_page_breaks_the_policy_and_the_confirmations_still_ask(
     page.goto(f"{live_server.url}/")
     page.select_option("select[name=lane]", "retry_safe")
     expect(page).to_have_url(
-        f"{live_server.url}/?window=24h&source=production&lane=retry_safe&status=active&sort=count"
+        f"{live_server.url}/?window=1h&source=production&lane=retry_safe&status=active&sort=count"
     )
     asked: list[str] = []
 

@@ -39,9 +39,12 @@ def test_operator_filters_opens_a_group_and_resolves_it(
     sign_in("operator")
     screenshot("triage-operator")
     assert page.locator("tr.reason:has-text('unsatisfied_field')").is_visible()
+    # The first screen showed the last 60 minutes (the traffic is recent): a filter change
+    # keeps the window the person saw.
+    expect(page.locator("#window-note")).to_contain_text("Showing the last 60 minutes")
     page.select_option("select[name=lane]", "input_stale")
     expect(page).to_have_url(
-        re.compile(r"/\?window=24h&source=production&lane=input_stale&status=active&sort=count$")
+        re.compile(r"/\?window=1h&source=production&lane=input_stale&status=active&sort=count$")
     )
     assert page.locator("tr.reason:has-text('http_5xx')").count() == 0
     assert page.locator("tr.reason:has-text('unsatisfied_field')").is_visible()

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import timedelta
 from typing import Any
 
@@ -134,7 +135,8 @@ def test_a_window_or_filter_the_page_cannot_use_is_a_400_showing_why(
     assert response.status_code == 400
     html = response.content.decode()
     assert "cannot show what the address asks for" in html
-    assert "failures in the last 24 hours" in html  # the page, with the refused filters left out
+    # The page, with the refused filters left out (and its first screen's window).
+    assert re.search(r"failures in the last (24 hours|60 minutes)", html)
     assert "xxxx" not in html.split('id="results"')[1]  # links never carry a refused value
     partial = client_as("viewer").get(f"/?{query}", headers={"HX-Request": "true"})
     assert partial.status_code == 400
@@ -373,6 +375,26 @@ def test_bulk_acts_on_exactly_the_filtered_groups_and_can_be_undone(
     assert GroupEvent.objects.filter(action="undo").count() == 1
 
 
+def test_bulk_on_the_first_screen_acts_on_its_window(
+    ingest_client: APIClient, client_as: Any
+) -> None:
+    """A view without a window in its URL shows the last 60 minutes when something failed in
+    them: the bulk bar acts on those groups, not on the last 24 hours'."""
+    ingest(
+        ingest_client,
+        [
+            failure_item(occurred_at=recent(5), tool="now"),
+            failure_item(occurred_at=recent(180), tool="earlier"),
+        ],
+    )
+    client = client_as("operator")
+    shown = client.get("/").context["overview"].group_ids
+    assert [FailureGroup.objects.get(pk=pk).tool for pk in shown] == ["now"]
+    client.post("/triage/bulk", {"action": "acknowledge", "confirm_count": "1", "query": ""})
+    acknowledged = FailureGroup.objects.filter(status=GroupStatus.ACKNOWLEDGED)
+    assert list(acknowledged.values_list("tool", flat=True)) == ["now"]
+
+
 def test_bulk_refuses_when_the_filter_now_shows_another_count(traffic: Any, client_as: Any) -> None:
     client = client_as("operator")
     response = client.post(
@@ -525,8 +547,25 @@ def test_a_link_setting_some_filters_shows_the_default_window_and_status(
     traffic: APIClient, client_as: Any
 ) -> None:
     page = client_as("viewer").get("/?collection=orders").content.decode()
-    assert '<option value="24h" selected>' in page
     assert '<option value="active" selected>' in page
+    # The first screen is now: something in the filters failed in the last 60 minutes.
+    assert '<option value="1h" selected>' in page
+    assert "Showing the last 60 minutes: something failed in them." in page
+    assert 'href="/?collection=orders&amp;window=24h">the last 24 hours</a>' in page
+
+
+def test_a_quiet_hour_opens_on_the_last_24_hours_and_says_why(
+    ingest_client: APIClient, client_as: Any
+) -> None:
+    ingest(ingest_client, [failure_item(occurred_at=recent(180))])  # three hours ago
+    client = client_as("viewer")
+    page = client.get("/").content.decode()
+    assert '<option value="24h" selected>' in page
+    assert "Nothing failed in the last 60 minutes, so this shows the last 24 hours." in page
+    assert "<strong>1</strong> failure in the last 24 hours" in page
+    # A window in the URL is the person's choice: no note, no second guess.
+    chosen = client.get("/?window=1h").content.decode()
+    assert 'id="window-note"' not in chosen and "<strong>0</strong> failures" in chosen
 
 
 def test_an_adapter_reason_is_marked_as_the_desks_own(
@@ -690,7 +729,7 @@ def test_default_sort_is_count_in_one_list(rising: Any, client_as: Any) -> None:
 def test_each_sort_orders_the_rows(
     rising: Any, client_as: Any, sort: str, expected: list[str]
 ) -> None:
-    response = client_as("viewer").get(f"/?sort={sort}")
+    response = client_as("viewer").get(f"/?sort={sort}&window=24h")
     assert response.status_code == 200
     assert _reasons_in_order(response.content.decode(), expected) == expected
     # The choice stays in the URL the page links to.
@@ -698,13 +737,13 @@ def test_each_sort_orders_the_rows(
 
 
 def test_new_and_spiking_rows_are_marked(rising: Any, client_as: Any) -> None:
-    overview = client_as("viewer").get("/").context["overview"]
+    overview = client_as("viewer").get("/?window=24h").context["overview"]
     rows = {row.reason: row for section in overview.sections for row in section.rows}
     assert rows["not_retrieved"].new and not rows["not_retrieved"].spiking
     assert rows["sse_dropped"].spiking and not rows["sse_dropped"].new
     assert (rows["sse_dropped"].count, rows["sse_dropped"].previous_count) == (12, 2)
     assert not rows["http_5xx"].new and not rows["http_5xx"].spiking
-    body = client_as("viewer").get("/").content.decode()
+    body = client_as("viewer").get("/?window=24h").content.decode()
     assert body.count('class="pill flag-new"') == 1
     assert body.count('class="pill flag-spiking"') == 1
 
