@@ -246,7 +246,12 @@ class Traffic:
             "occurred_at": occurred.isoformat(),
             "graph_tool_call_version": "0.47.0",
             "source": source,
+            # The call's span, as W3C trace context writes it. Until 2026-12-05 the records
+            # carried a trace_id alone (then an unknown field, kept in `extra`); the desk now
+            # stores a failed call once by its trace and span id and refuses half a pair, so
+            # the bench sends both, as runtimes do.
             "trace_id": f"{rng.getrandbits(128):032x}",
+            "span_id": f"{rng.getrandbits(64):016x}",
         }
 
 

@@ -198,6 +198,12 @@ class ReasonRow:
         return sum(row.group.retryable_records for row in self.groups) / total if total else 0.0
 
     @cached_property
+    def retry_safe_share(self) -> float:
+        """Of the window's records, the share in groups whose lane allows a retry."""
+        safe = sum(row.window_count for row in self.groups if row.group.lane == "retry_safe")
+        return safe / self.count if self.count else 0.0
+
+    @cached_property
     def assignees(self) -> list[str]:
         return sorted({row.group.assignee for row in self.groups if row.group.assignee})
 
@@ -758,11 +764,23 @@ def group_siblings(*, group: FailureGroup) -> list[FailureGroup]:
     )
 
 
-def group_related_receipts(*, group: FailureGroup, keys: list[str]) -> list[Receipt]:
+def _related_to_group(group: FailureGroup, keys: list[str]) -> Q:
     related = Q(tool=group.tool, collection=group.collection) if group.tool else Q(pk__in=[])
     if keys:
         related |= Q(idempotency_key__in=keys)
+    return related
+
+
+def group_related_receipts(*, group: FailureGroup, keys: list[str]) -> list[Receipt]:
+    related = _related_to_group(group, keys)
     return list(Receipt.objects.filter(related).order_by("-received_at")[:20])
+
+
+def group_waiting_receipts(*, group: FailureGroup, keys: list[str]) -> list[Receipt]:
+    """The group's runs whose outcome nobody has looked up yet (the receipts page's queue),
+    oldest first: where a reconcile_first group's status lookup is recorded."""
+    related = _related_to_group(group, keys)
+    return list(awaiting_reconciliation().filter(related).order_by("received_at")[:10])
 
 
 @dataclass(frozen=True)

@@ -200,6 +200,12 @@ def group_page(request: HttpRequest, group_id: int) -> HttpResponse:
         "timeline_start": timeline_start,
         "siblings": selectors.group_siblings(group=group),
         "receipts": selectors.group_related_receipts(group=group, keys=keys),
+        # A reconcile_first group asks for a status lookup: the runs waiting for one.
+        "waiting_receipts": (
+            selectors.group_waiting_receipts(group=group, keys=keys)
+            if group.lane == "reconcile_first"
+            else []
+        ),
         "events": group.events.select_related("actor")[:50],
         "action_form": action_form,
         # Which of the group page's forms was refused ("assign", "mute", ...), to show its

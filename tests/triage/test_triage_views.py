@@ -889,3 +889,42 @@ def test_the_source_filter_shows_failures_that_came_as_otlp_spans(
     runtime = client.get("/?source=runtime").context["overview"]
     assert "timeout" not in {row.reason for s in runtime.sections for row in s.rows}
     assert 'value="otlp"' in client.get("/").content.decode()
+
+
+def test_safe_to_retry_is_answered_on_the_list_per_group_and_in_the_window(
+    ingest_client: APIClient, client_as: Any
+) -> None:
+    """A row whose groups share a lane says the lane's answer; a row whose groups differ
+    says the share of the window's failures that may be retried, and each group's answer.
+    Older records (outside the window) do not weigh in, whatever their lane."""
+    read = {"http_status": 503, "http_method": "GET"}
+    write = {"http_status": 503, "http_method": "POST"}
+    ingest(
+        ingest_client,
+        [
+            *(failure_item(occurred_at=recent(), tool="getOrder", evidence=read) for _ in range(3)),
+            failure_item(occurred_at=recent(), tool="createRefund", evidence=write),
+            *(
+                failure_item(occurred_at=recent(60 * 24 * 3), tool="createRefund", evidence=write)
+                for _ in range(4)
+            ),
+            failure_item(stage="xgen_transport", reason="sse_dropped", occurred_at=recent()),
+        ],
+    )
+    lanes = dict(FailureGroup.objects.values_list("tool", "lane"))
+    assert (lanes["getOrder"], lanes["createRefund"]) == ("retry_safe", "reconcile_first")
+    page = client_as("viewer").get("/?window=24h").content.decode()
+    mixed = page.split('data-reason="http_5xx"')[1].split("</tr>")[0]
+    assert (
+        '<span class="num" title="75% of the window&#x27;s failures are safe to retry">75%' in mixed
+    )
+    assert '<span class="verdict verdict-retry_safe">yes, with backoff</span>' in mixed
+    assert "no: look up the status first" in mixed
+    assert mixed.index("getOrder") < mixed.index("createRefund")  # the larger group first
+    single = page.split('data-reason="sse_dropped"')[1].split("</tr>")[0]
+    assert 'class="verdict verdict-manual_investigation">no: investigate first<' in single
+    # Each lane pill explains itself on hover and focus.
+    assert (
+        'class="pill lane-reconcile_first" tabindex="0" data-tip="Look up the remote status' in page
+    )
+    assert "safe to retry?</th>" in page and "retryable, all time" not in page

@@ -15,6 +15,7 @@ from django.utils.timezone import localtime
 from django.utils.translation import get_language, gettext, ngettext, pgettext
 from django.utils.translation import gettext as _
 
+from triage import taxonomy
 from triage.models import GroupAction, GroupStatus
 from triage.timezones import abbreviation
 
@@ -152,9 +153,31 @@ def percent(value: float) -> str:
 
 @register.simple_tag
 def lane_pill(lane: str) -> SafeString:
+    """A lane's code, with what the lane means on hover and on keyboard focus."""
     if not lane:
         return mark_safe('<span class="muted">-</span>')
-    return format_html('<span class="pill lane-{}">{}</span>', lane, lane)
+    meaning = _lane_meanings().get(lane)
+    if meaning is None:
+        return format_html('<span class="pill lane-{}">{}</span>', lane, lane)
+    return format_html(
+        '<span class="pill lane-{0}" tabindex="0" data-tip="{1}" aria-description="{1}">{0}</span>',
+        lane,
+        meaning,
+    )
+
+
+def _lane_meanings() -> dict[str, str]:
+    # One dictionary per language, built on first use: the triage page calls this per row.
+    language = get_language() or ""
+    meanings = _LANE_MEANINGS.get(language)
+    if meanings is None:
+        meanings = _LANE_MEANINGS[language] = {
+            code: gettext(info.default_action) for code, info in taxonomy.LANE_INFO.items()
+        }
+    return meanings
+
+
+_LANE_MEANINGS: dict[str, dict[str, str]] = {}
 
 
 def status_label(status: str) -> str:
@@ -220,7 +243,7 @@ def reason_rows(
         "tools": gettext("tools"),
         "collections": gettext("collections"),
         "execution": gettext("execution"),
-        "retryable": gettext("retryable"),
+        "retryable": gettext("safe to retry"),
     }
     html = []
     texts = _row_texts()
@@ -251,7 +274,7 @@ def reason_rows(
                 '<td class="small tools" data-label="{}">{}</td>'
                 '<td class="small collections" data-label="{}">{}</td><td class="lanes">{}</td>'
                 '<td class="small nowrap execution" data-label="{}">{}</td>'
-                '<td class="num retryable" data-label="{}">{}</td>'
+                '<td class="small retryable" data-label="{}">{}</td>'
                 '<td class="nowrap status">{}</td></tr>\n'
                 '<tr class="advice"><td></td><td colspan="9">{}{}</td></tr>\n',
                 row.stage,
@@ -278,7 +301,7 @@ def reason_rows(
                     ((s, thousands(n)) for s, n in row.state_mix.items()),
                 ),
                 labels["retryable"],
-                percent(row.retryable_share),
+                _retry_verdict(row, texts),
                 _row_status(row),
                 _advice(row.info),
                 groups,
@@ -305,8 +328,57 @@ def _row_texts() -> dict[str, Any]:
                 pgettext("reason origin", "adapter"),
             ),
             "before": gettext("%(count)s in the window before"),
+            # Whether to retry, per lane: the first question of a failure at 3 a.m.
+            "verdicts": {
+                "retry_safe": gettext("yes, with backoff"),
+                "reconcile_first": gettext("no: look up the status first"),
+                "input_stale": gettext("no: refresh the inputs"),
+                "policy_blocked": gettext("no: blocked by policy"),
+                "manual_investigation": gettext("no: investigate first"),
+            },
+            "share": gettext("%(share)s of the window's failures are safe to retry"),
+            "more": gettext("+%(count)s more"),
         }
     return texts
+
+
+def _retry_verdict(row: Any, texts: dict[str, Any]) -> SafeString:
+    """Safe to retry? The lane's answer when the row's groups share one; else the share of
+    the window's failures in groups whose lane allows a retry, and the answer per group."""
+    verdicts = texts["verdicts"]
+    lanes = {group_row.group.lane for group_row in row.groups}
+    if len(lanes) == 1:
+        (lane,) = lanes
+        return format_html(
+            '<span class="verdict verdict-{}">{}</span>', lane, verdicts.get(lane, lane)
+        )
+    share = percent(row.retry_safe_share)
+    ranked = sorted(row.groups, key=lambda group_row: -group_row.window_count)
+    items = format_html_join(
+        "",
+        '<li><span class="code truncate" title="{0}">{0}</span> '
+        '<span class="verdict verdict-{1}">{2}</span></li>',
+        (
+            (
+                group_row.group.tool or group_row.group.collection or "-",
+                group_row.group.lane,
+                verdicts.get(group_row.group.lane, group_row.group.lane),
+            )
+            for group_row in ranked[:3]
+        ),
+    )
+    more = (
+        format_html('<li class="muted">{}</li>', texts["more"] % {"count": len(ranked) - 3})
+        if len(ranked) > 3
+        else ""
+    )
+    return format_html(
+        '<span class="num" title="{}">{}</span><ul class="verdicts">{}{}</ul>',
+        texts["share"] % {"share": share},
+        share,
+        items,
+        more,
+    )
 
 
 _ROW_TEXTS: dict[str, dict[str, Any]] = {}
