@@ -146,6 +146,8 @@ class ReasonRow:
     # Set by triage_overview, which knows the window.
     new: bool = False
     spiking: bool = False
+    # Groups of the row first seen in the window (a new group of an old reason).
+    new_groups: int = 0
 
     @cached_property
     def count(self) -> int:
@@ -679,6 +681,7 @@ def triage_overview(
 
     for line in by_key.values():
         line.new = line.first_seen >= start
+        line.new_groups = sum(1 for row in line.groups if row.group.first_seen >= start)
         line.spiking = (
             line.count >= SPIKE_MIN_RECORDS and line.count >= SPIKE_FACTOR * line.previous_count
         ) and not line.new

@@ -26,7 +26,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import fields as dataclass_fields
 from dataclasses import is_dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db import models
@@ -238,7 +238,9 @@ def _storable_timestamp(value: datetime, *, path: str) -> datetime:
             path,
             f"{name} must be between 1970-01-01 and 9998-12-31 in UTC.",
         )
-    return value
+    # Stored in UTC: ISO 8601 allows offsets up to 23:59, PostgreSQL holds up to 15:59 (a
+    # +20:38 offset used to reach the database as it was and fail the whole batch).
+    return in_utc
 
 
 # What each column needs looked at; a value that passes the cheap test is left alone, the
@@ -287,7 +289,13 @@ def _needs_a_look(kind: int, value: Any, arg: Any, deep: bool) -> bool:
     if kind == _INTEGER:
         return type(value) is int and not arg[0] <= value <= arg[1]
     # An offset moves a timestamp by less than a day: only the years at the bounds are close.
-    return isinstance(value, datetime) and not 1970 < value.year < 9998
+    # Any offset but UTC's is converted (PostgreSQL holds offsets up to 15:59 only).
+    return isinstance(value, datetime) and (
+        not 1970 < value.year < 9998 or value.utcoffset() != _NO_OFFSET
+    )
+
+
+_NO_OFFSET = timedelta(0)
 
 
 def storable_fields(

@@ -98,6 +98,7 @@ def triage_page(request: HttpRequest) -> HttpResponse:
         "form": form,
         "window": window,
         "default_window": default_window,
+        "sort": form.sort_order(),
         "filters": filters,
         "overview": overview,
         "query": query,

@@ -447,3 +447,26 @@ def test_the_quota_counts_decompressed_bytes_too(make_api_key: Any, settings: An
     assert response.json()["error"]["code"] == "quota_exceeded"
     assert 1 <= int(response["Retry-After"]) <= 60
     assert FailureRecord.objects.count() == 2
+
+
+def test_any_iso_offset_is_stored_in_utc_and_a_date_before_the_first_day_is_refused(
+    ingest_client: APIClient,
+) -> None:
+    """ISO 8601 allows offsets up to 23:59; PostgreSQL keeps up to 15:59. A time with a
+    +20:38 offset used to reach the database as it was and fail the batch (500)."""
+    far_east = "1976-01-01T01:00:00.000001+20:38"
+    response = post(
+        ingest_client,
+        [
+            failure_item("far", occurred_at=far_east),
+            runner_event_item("far-event", occurred_at=far_east),
+            failure_item("before-time", occurred_at="0001-01-01T00:00:00+05:00"),
+        ],
+    )
+    assert response.status_code == 207, response.content
+    statuses = {item["id"]: item["status"] for item in response.json()["items"]}
+    assert statuses == {"far": "accepted", "far-event": "accepted", "before-time": "rejected"}
+    stored = FailureRecord.objects.filter(occurred_at__year=1975)  # the failure and the event
+    assert [r.occurred_at.isoformat() for r in stored] == ["1975-12-31T04:22:00.000001+00:00"] * 2
+    [rejected] = [i for i in response.json()["items"] if i["status"] == "rejected"]
+    assert rejected["error"]["code"] == "timestamp_out_of_range"

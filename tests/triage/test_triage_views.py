@@ -928,3 +928,48 @@ def test_safe_to_retry_is_answered_on_the_list_per_group_and_in_the_window(
         'class="pill lane-reconcile_first" tabindex="0" data-tip="Look up the remote status' in page
     )
     assert "safe to retry?</th>" in page and "retryable, all time" not in page
+
+
+def test_a_new_group_of_an_old_reason_is_flagged(rising: APIClient, client_as: Any) -> None:
+    """http_5xx is old (getOrder failed a day ago too); createRefund breaking now is new."""
+    ingest(rising, [failure_item(occurred_at=recent(3), tool="createRefund")])
+    client = client_as("viewer")
+    row = client.get("/?window=24h").content.decode().split('data-reason="http_5xx"')[1]
+    row = row.split("</tr>")[0]
+    assert (
+        '<span class="pill flag-new" title="first seen in the last 24 hours">1 new group</span>'
+        in row
+    )
+
+
+def test_the_rows_show_the_value_they_are_sorted_by(rising: APIClient, client_as: Any) -> None:
+    client = client_as("viewer")
+    trend = client.get("/?window=24h&sort=trend").content.decode()
+    sse = trend.split('data-reason="sse_dropped"')[1].split("</tr>")[0]
+    assert (
+        'class="sort-value small muted" title="12 records, 2 in the window before">&times;4.3'
+        in sse
+    )
+    last = client.get("/?window=24h&sort=last_seen").content.decode()
+    newest = last.split('data-reason="not_retrieved"')[1].split("</tr>")[0]
+    assert 'class="sort-value small muted"' in newest and "minute" in newest
+    counted = client.get("/?window=24h").content.decode()
+    assert "sort-value" not in counted  # the count is its own value
+
+
+def test_a_row_of_several_groups_opens_their_list_not_the_largest(
+    traffic: APIClient, client_as: Any
+) -> None:
+    page = client_as("viewer").get("/?window=24h").content.decode()
+    several = page.split('data-reason="http_5xx"')[1].split("</tr>")[0]
+    assert 'data-groups="2"' in page.split('data-reason="http_5xx"')[1][:40]
+    assert (
+        '<a class="code" href="/?window=24h&amp;stage=execute&amp;reason=http_5xx">http_5xx</a>'
+        in several
+    )
+    single = page.split('data-reason="sse_dropped"')[1].split("</tr>")[0]
+    group = FailureGroup.objects.get(reason="sse_dropped")
+    assert (
+        f'<a class="code" href="/triage/groups/{group.pk}/?back=window%3D24h">sse_dropped</a>'
+        in single
+    )

@@ -8,7 +8,9 @@ from typing import Any
 from urllib.parse import quote
 
 from django import template
+from django.contrib.humanize.templatetags.humanize import naturaltime
 from django.urls import reverse
+from django.utils.formats import date_format
 from django.utils.html import escape, format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.timezone import localtime
@@ -230,6 +232,7 @@ def reason_rows(
     narrow_base: str,
     window_label: str = "",
     back_suffix: str = "",
+    sort: str = "",
 ) -> SafeString:
     """The rows of one stage on the triage page, two <tr> per reason.
 
@@ -248,10 +251,14 @@ def reason_rows(
     html = []
     texts = _row_texts()
     for row in section.rows:
+        # A row of one group opens it; a row of several opens the list of its groups (a
+        # click and Enter alike), never silently the largest.
+        opens = reverse("triage:group", args=[row.top_group.pk]) + back_suffix
         if narrowed:
             groups = _group_list(row, back_suffix)
         elif len(row.groups) > 1:
             link = f"{narrow_base}{joiner}stage={quote(row.stage)}&reason={quote(row.reason)}"
+            opens = link
             groups = format_html(
                 ' · <a href="{}">{}</a>',
                 link,
@@ -270,7 +277,7 @@ def reason_rows(
                 'data-groups="{}">'
                 '<td></td><td class="nowrap reason-cell">'
                 '{}<a class="code" href="{}">{}</a>{}{}{}</td>'
-                '<td class="num count" title="{}">{}</td><td class="trend">{}</td>'
+                '<td class="num count" title="{}">{}{}</td><td class="trend">{}</td>'
                 '<td class="small tools" data-label="{}">{}</td>'
                 '<td class="small collections" data-label="{}">{}</td><td class="lanes">{}</td>'
                 '<td class="small nowrap execution" data-label="{}">{}</td>'
@@ -281,13 +288,14 @@ def reason_rows(
                 row.reason,
                 len(row.groups),
                 _stage_label(row.stage) if section.flat else "",
-                reverse("triage:group", args=[row.top_group.pk]) + back_suffix,
+                opens,
                 row.reason,
                 texts["unmapped"] if row.info is None else _origin_pill(row.info, texts),
                 _source_mix(row.source_mix),
                 _flags(row, window_label),
                 texts["before"] % {"count": thousands(row.previous_count)},
                 thousands(row.count),
+                _sort_value(row, sort),
                 sparkline(row.spark, unit=unit),
                 labels["tools"],
                 _first_two(row.tools, _LONG_NAME),
@@ -340,6 +348,26 @@ def _row_texts() -> dict[str, Any]:
             "more": gettext("+%(count)s more"),
         }
     return texts
+
+
+def _sort_value(row: Any, sort: str) -> SafeString:
+    """What the rows are sorted by, under the count, when it is not the count itself: the
+    trend's factor, or when the row was last or first seen (relative, exact on hover)."""
+    if sort == "trend":
+        return format_html(
+            '<br><span class="sort-value small muted" title="{}">&times;{}</span>',
+            gettext("%(count)s records, %(before)s in the window before")
+            % {"count": thousands(row.count), "before": thousands(row.previous_count)},
+            f"{row.trend:.1f}",
+        )
+    if sort in ("last_seen", "first_seen"):
+        moment = row.last_seen if sort == "last_seen" else row.first_seen
+        return format_html(
+            '<br><span class="sort-value small muted" title="{}">{}</span>',
+            date_format(localtime(moment), "SHORT_DATETIME_FORMAT"),
+            naturaltime(moment),
+        )
+    return mark_safe("")
 
 
 def _retry_verdict(row: Any, texts: dict[str, Any]) -> SafeString:
@@ -401,14 +429,27 @@ def _flags(row: Any, window_label: str) -> SafeString:
             gettext("first seen in the %(window)s") % {"window": window_label},
             pgettext("reason row", "new"),
         )
-    if row.spiking:
-        return format_html(
-            ' <span class="pill flag-spiking" title="{}">{}</span>',
-            gettext("%(count)s records, %(before)s in the window before")
-            % {"count": thousands(row.count), "before": thousands(row.previous_count)},
-            gettext("spiking"),
+    flags = []
+    if row.new_groups:
+        # A new group of a reason that already had others: newly broken somewhere else.
+        flags.append(
+            format_html(
+                ' <span class="pill flag-new" title="{}">{}</span>',
+                gettext("first seen in the %(window)s") % {"window": window_label},
+                ngettext("%(count)s new group", "%(count)s new groups", row.new_groups)
+                % {"count": row.new_groups},
+            )
         )
-    return mark_safe("")
+    if row.spiking:
+        flags.append(
+            format_html(
+                ' <span class="pill flag-spiking" title="{}">{}</span>',
+                gettext("%(count)s records, %(before)s in the window before")
+                % {"count": thousands(row.count), "before": thousands(row.previous_count)},
+                gettext("spiking"),
+            )
+        )
+    return mark_safe("".join(flags))
 
 
 def _source_mix(mix: dict[str, int]) -> SafeString:
