@@ -17,3 +17,16 @@ def test_each_name_keeps_its_comma_so_no_line_starts_with_one() -> None:
 
 def test_one_name_has_no_comma_and_names_are_escaped() -> None:
     assert str(_first_two(["a<b"])) == '<span class="nowrap">a&lt;b</span>'
+
+
+def test_a_tool_in_several_collections_is_named_once_with_how_many() -> None:
+    from types import SimpleNamespace
+
+    from triage.templatetags.desk import _group_names, _row_texts
+
+    groups = [
+        SimpleNamespace(tool="getDelivery", collection=name) for name in ("shop", "eu", "us")
+    ] + [SimpleNamespace(tool=tool, collection="shop") for tool in ("a", "b")]
+    html = str(_group_names(groups, _row_texts()))
+    several = '<span title="shop, eu, us">getDelivery \u00d73</span>'
+    assert html == f'{several}, <span title="shop">a</span> +1 more'

@@ -918,8 +918,14 @@ def test_safe_to_retry_is_answered_on_the_list_per_group_and_in_the_window(
     assert (
         '<span class="num" title="75% of the window&#x27;s failures are safe to retry">75%' in mixed
     )
-    assert '<span class="verdict verdict-retry_safe">yes, with backoff</span>' in mixed
-    assert "no: look up the status first" in mixed
+    assert (
+        '<li><span class="verdict verdict-retry_safe">yes, with backoff</span> <span class="muted">'
+        '· <span title="shop">getOrder</span></span></li>'
+    ) in mixed
+    assert (
+        '<li><span class="verdict verdict-reconcile_first">no: look up the status first</span> '
+        '<span class="muted">· <span title="shop">createRefund</span></span></li>'
+    ) in mixed
     assert mixed.index("getOrder") < mixed.index("createRefund")  # the larger group first
     single = page.split('data-reason="sse_dropped"')[1].split("</tr>")[0]
     assert 'class="verdict verdict-manual_investigation">no: investigate first<' in single

@@ -372,41 +372,56 @@ def _sort_value(row: Any, sort: str) -> SafeString:
 
 def _retry_verdict(row: Any, texts: dict[str, Any]) -> SafeString:
     """Safe to retry? The lane's answer when the row's groups share one; else the share of
-    the window's failures in groups whose lane allows a retry, and the answer per group."""
+    the window's failures in groups whose lane allows a retry, then each answer with the
+    groups that get it (largest first; each name says its collection on hover)."""
     verdicts = texts["verdicts"]
-    lanes = {group_row.group.lane for group_row in row.groups}
-    if len(lanes) == 1:
-        (lane,) = lanes
+    by_lane: dict[str, list[Any]] = {}
+    for group_row in sorted(row.groups, key=lambda item: -item.window_count):
+        by_lane.setdefault(group_row.group.lane, []).append(group_row.group)
+    if len(by_lane) == 1:
+        (lane,) = by_lane
         return format_html(
             '<span class="verdict verdict-{}">{}</span>', lane, verdicts.get(lane, lane)
         )
     share = percent(row.retry_safe_share)
-    ranked = sorted(row.groups, key=lambda group_row: -group_row.window_count)
     items = format_html_join(
         "",
-        '<li><span class="code truncate" title="{0}">{0}</span> '
-        '<span class="verdict verdict-{1}">{2}</span></li>',
+        '<li><span class="verdict verdict-{}">{}</span> <span class="muted">· {}</span></li>',
         (
-            (
-                group_row.group.tool or group_row.group.collection or "-",
-                group_row.group.lane,
-                verdicts.get(group_row.group.lane, group_row.group.lane),
-            )
-            for group_row in ranked[:3]
+            (lane, verdicts.get(lane, lane), _group_names(groups, texts))
+            for lane, groups in by_lane.items()
         ),
     )
-    more = (
-        format_html('<li class="muted">{}</li>', texts["more"] % {"count": len(ranked) - 3})
-        if len(ranked) > 3
-        else ""
-    )
     return format_html(
-        '<span class="num" title="{}">{}</span><ul class="verdicts">{}{}</ul>',
+        '<span class="num" title="{}">{}</span><ul class="verdicts">{}</ul>',
         texts["share"] % {"share": share},
         share,
         items,
-        more,
     )
+
+
+def _group_names(groups: list[Any], texts: dict[str, Any]) -> SafeString:
+    """'getOrder (x2), listOrders +3': the first two tools of these groups (a tool in several
+    collections once, with how many; the collections on hover)."""
+    by_tool: dict[str, list[str]] = {}
+    for group in groups:
+        by_tool.setdefault(group.tool or gettext("(no tool)"), []).append(group.collection or "-")
+    tools = list(by_tool.items())
+    shown = format_html_join(
+        ", ",
+        '<span title="{1}">{0}{2}</span>',
+        (
+            (
+                tool,
+                ", ".join(collections),
+                f" \u00d7{len(collections)}" if len(collections) > 1 else "",
+            )
+            for tool, collections in tools[:2]
+        ),
+    )
+    if len(tools) <= 2:
+        return shown
+    return format_html("{} {}", shown, texts["more"] % {"count": len(tools) - 2})
 
 
 _ROW_TEXTS: dict[str, dict[str, Any]] = {}
