@@ -9,7 +9,12 @@ from typing import Any
 from django.utils.dateparse import parse_datetime
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import generics, serializers
-from rest_framework.exceptions import NotAuthenticated, NotFound, PermissionDenied
+from rest_framework.exceptions import (
+    NotAuthenticated,
+    NotFound,
+    PermissionDenied,
+    ValidationError,
+)
 from rest_framework.pagination import Cursor, CursorPagination
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
@@ -17,10 +22,11 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from triage import taxonomy
+from triage.collection_names import collection_name_problem
 from triage.intake.auth import HasReadScope
 from triage.intake.envelope import taxonomy_document
 from triage.models import ApiKey
-from triage.selectors import FailureFilters, failures_list, groups_list
+from triage.selectors import FailureFilters, failures_list, groups_list, tool_policy_document
 from triage.serializers import (
     FailureFilterSerializer,
     FailureGroupSerializer,
@@ -177,3 +183,42 @@ def _if_none_match(header: str) -> set[str]:
     """The entity tags of an If-None-Match header (`*` matches any, RFC 9110); a weak tag
     is compared as strong: the answer is the same JSON either way."""
     return {tag.strip().removeprefix("W/") for tag in header.split(",") if tag.strip()}
+
+
+class ToolPoliciesApi(APIView):
+    """The tool policies of one collection in seed 004's field names, for a runtime's
+    middleware to classify with what the desk's operators decided (a policy for the
+    collection wins over the one for every collection), with an ETag like the taxonomy."""
+
+    permission_classes = [HasIngestOrReadScope]
+
+    @extend_schema(
+        operation_id="tool_policies",
+        summary="A collection's tool policies, in seed 004's field names",
+        responses={
+            200: OpenApiResponse(
+                description='{"collection": "billing", "tools": {"send_invoice": '
+                '{"side_effect": "external_write", "idempotency": {"required": true, '
+                '"lookup": "GET /invoices/{key}"}, "timeout_policy": {"on_before_send": '
+                '"retry_safe", "on_after_send": "reconcile_first"}, "authority": '
+                '{"approval_required": false}}}, "truncated": false}'
+            ),
+            304: OpenApiResponse(description="Not modified: If-None-Match holds the ETag."),
+            400: OpenApiResponse(description='{"error": {"code": "invalid_field", ...}}'),
+        },
+    )
+    def get(self, request: Request) -> Response:
+        collection = request.query_params.get("collection", "")
+        if not collection:
+            raise ValidationError({"collection": ["Name the collection."]}, code="missing_field")
+        problem = collection_name_problem(collection)
+        if problem is not None:
+            raise ValidationError(
+                {"collection": [f"The collection name {problem}."]}, code="invalid_field"
+            )
+        body, etag = tool_policy_document(collection=collection)
+        headers = {"ETag": etag, "Cache-Control": TAXONOMY_CACHE_CONTROL}
+        tags = _if_none_match(request.headers.get("If-None-Match", ""))
+        if etag in tags or "*" in tags:
+            return Response(status=304, headers=headers)
+        return Response(body, headers=headers)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -38,6 +40,7 @@ from triage.models import (
     Runbook,
     RunbookRevision,
     RunbookSubject,
+    ToolPolicy,
 )
 from triage.timebins import day_ceil, day_floor, hour_floor
 
@@ -829,3 +832,41 @@ def runbook_history(
             runbook__collection__in={collection, ""},
         )
     return list(RunbookRevision.objects.filter(wanted).select_related("runbook", "actor")[:limit])
+
+
+# A runtime serves one collection: more policies than this is not a policy table.
+TOOL_POLICY_DOCUMENT_LIMIT = 2000
+
+
+def tool_policy_document(*, collection: str) -> tuple[dict[str, Any], str]:
+    """A collection's tool policies as GET /api/v1/tool-policies answers them, in seed
+    004's field names (the collection's own policy of a tool wins over the one for every
+    collection), and a strong ETag of that answer."""
+    rows = list(
+        ToolPolicy.objects.filter(collection__in=[collection, ""]).order_by("tool", "-collection")[
+            : 2 * TOOL_POLICY_DOCUMENT_LIMIT
+        ]
+    )
+    tools: dict[str, dict[str, Any]] = {}
+    for policy in rows:  # per tool, the collection's own row comes first
+        if policy.tool in tools:
+            continue
+        tools[policy.tool] = {
+            "side_effect": policy.side_effect,
+            "idempotency": {
+                "required": policy.idempotency_required,
+                "lookup": policy.idempotency_lookup,
+            },
+            "timeout_policy": {
+                "on_before_send": policy.timeout_before_send_lane,
+                "on_after_send": policy.timeout_after_send_lane,
+            },
+            "authority": {"approval_required": policy.approval_required},
+        }
+    truncated = (
+        len(tools) > TOOL_POLICY_DOCUMENT_LIMIT or len(rows) == 2 * TOOL_POLICY_DOCUMENT_LIMIT
+    )
+    kept = dict(list(tools.items())[:TOOL_POLICY_DOCUMENT_LIMIT])
+    body = {"collection": collection, "tools": kept, "truncated": truncated}
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return body, '"' + hashlib.sha256(canonical.encode()).hexdigest()[:32] + '"'

@@ -12,6 +12,7 @@ ingest_urlpatterns = [
     path("ingest", native.IngestApi.as_view(), name="api-ingest"),
     # Read by the same runtimes, with the same key, from the address they send to.
     path("taxonomy", api.TaxonomyApi.as_view(), name="api-taxonomy"),
+    path("tool-policies", api.ToolPoliciesApi.as_view(), name="api-tool-policies"),
 ]
 
 api_urlpatterns = [

@@ -18,11 +18,12 @@ are read by their attributes and class names, never imported.
 from __future__ import annotations
 
 import re
+import urllib.parse
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from triage_desk_client.taxonomy import EXECUTION_STATES, Taxonomy
+from triage_desk_client.taxonomy import EXECUTION_STATES, DeskDocument, Taxonomy
 
 SIDE_EFFECTS = ("read", "internal_write", "external_write", "privileged")
 LANES = ("retry_safe", "reconcile_first", "input_stale", "policy_blocked", "manual_investigation")
@@ -177,6 +178,46 @@ def policies(declarations: Mapping[str, Mapping[str, Any]] | None) -> dict[str, 
         name: ToolPolicy.from_declaration(name, declaration)
         for name, declaration in declarations.items()
     }
+
+
+TOOL_POLICIES_PATH = "/api/v1/tool-policies"
+
+
+class ToolPolicySource(DeskDocument):
+    """The desk's tool policies of one collection (``GET /api/v1/tool-policies``), polled
+    like the taxonomy: what the desk's operators decided about each tool. None until the
+    first answer (and with no desk URL)."""
+
+    what = "tool policies"
+
+    def __init__(
+        self,
+        collection: str,
+        desk_url: str | None = None,
+        api_key: str | None = None,
+        *,
+        interval: float = 300.0,
+        timeout: float = 5.0,
+    ) -> None:
+        query = urllib.parse.urlencode({"collection": collection})
+        super().__init__(
+            {}, f"{TOOL_POLICIES_PATH}?{query}", desk_url, api_key, interval=interval,
+            timeout=timeout,
+        )  # fmt: skip
+
+    def parse(self, document: Any) -> dict[str, ToolPolicy]:
+        tools = document.get("tools") if isinstance(document, Mapping) else None
+        if not isinstance(tools, Mapping):
+            raise ValueError("not a tool policy document")
+        return {
+            name: ToolPolicy.from_declaration(name, declaration)
+            for name, declaration in tools.items()
+            if isinstance(name, str) and isinstance(declaration, Mapping)
+        }
+
+    def current(self) -> dict[str, ToolPolicy]:
+        policies: dict[str, ToolPolicy] = self._current
+        return policies
 
 
 @dataclass(frozen=True)

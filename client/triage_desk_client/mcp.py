@@ -48,6 +48,7 @@ honestly that the tool did not say why (``tool_error_unreported``).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Mapping
 from contextvars import ContextVar
@@ -61,7 +62,7 @@ from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel, ValidationError
 
 from triage_desk_client import classify
-from triage_desk_client.classify import Failure, ToolPolicy
+from triage_desk_client.classify import Failure, ToolPolicy, ToolPolicySource
 from triage_desk_client.scrub import scrub_text
 from triage_desk_client.taxonomy import Taxonomy, TaxonomySource
 
@@ -142,13 +143,25 @@ class _Contract:
         self._policies = classify.policies(tools)
         self._taxonomy = taxonomy or TaxonomySource(desk_url, api_key)
         self._taxonomy.start()
+        # The desk's own tool policies, when there is a desk to ask: they win over the code's
+        # declarations, as they do in the desk's derivation (the code keeps key_argument).
+        self._desk_policies = ToolPolicySource(collection, desk_url, api_key)
+        self._desk_policies.start()
         self._started()
 
     def _started(self) -> None:
         """What a subclass sets up once the rest is in place."""
 
     def policy(self, tool: str) -> ToolPolicy:
-        return self._policies.get(tool) or ToolPolicy()
+        """The tool's policy: the desk's when it has one (its operators decide), else the
+        code's declaration, else undeclared (treated as a possible write)."""
+        declared = self._policies.get(tool)
+        desk = self._desk_policies.current().get(tool)
+        if desk is None:
+            return declared or ToolPolicy()
+        if declared is None or not declared.idempotency_key_argument:
+            return desk
+        return dataclasses.replace(desk, idempotency_key_argument=declared.idempotency_key_argument)
 
     def _current(self) -> Taxonomy:
         return self._taxonomy.current()
@@ -194,8 +207,9 @@ class _Contract:
             logger.exception("the failure of tool %r could not be reported", tool)
 
     def close(self) -> None:
-        """Stop the taxonomy refresh (the reporter is the caller's to close)."""
+        """Stop the taxonomy and policy refresh (the reporter is the caller's to close)."""
         self._taxonomy.close()
+        self._desk_policies.close()
 
 
 class NextActionContract(_Contract):

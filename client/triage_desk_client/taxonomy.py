@@ -106,22 +106,28 @@ def bundled() -> Taxonomy:
     return Taxonomy(json.loads(text))
 
 
-class TaxonomySource:
-    """The taxonomy in force: the bundled snapshot until the desk's answers replace it.
+class DeskDocument:
+    """A JSON document the desk serves, polled in a background thread with its ETag (a
+    ``304`` costs one small request); what is in force is one attribute read. A refresh
+    that fails is logged once per kind of problem and the last document stays in force.
 
-    ``desk_url`` None: the snapshot only, no thread. Otherwise ``start()`` polls
-    ``GET {desk_url}/api/v1/taxonomy`` every ``interval`` seconds (the first at once).
+    ``desk_url`` None: the initial document only, no thread. Otherwise ``start()`` polls
+    ``GET {desk_url}{path}`` every ``interval`` seconds (the first at once).
     """
+
+    what = "document"
 
     def __init__(
         self,
+        initial: Any,
+        path: str,
         desk_url: str | None = None,
         api_key: str | None = None,
         *,
         interval: float = 300.0,
         timeout: float = 5.0,
     ) -> None:
-        self._current = bundled()
+        self._current = initial
         self._etag: str | None = None
         self._interval = interval
         self._timeout = timeout
@@ -134,17 +140,22 @@ class TaxonomySource:
             parts = urllib.parse.urlsplit(desk_url)
             if parts.scheme not in ("http", "https") or not parts.hostname:
                 raise ValueError(f"desk_url must be an http(s) URL, not {desk_url!r}")
-            path = parts.path.rstrip("/") + TAXONOMY_PATH
-            self._target = (parts.scheme, parts.hostname, parts.port, path)
+            self._target = (parts.scheme, parts.hostname, parts.port, parts.path.rstrip("/") + path)
 
-    def current(self) -> Taxonomy:
+    def parse(self, document: Any) -> Any:
+        """The document read into what is kept; ValueError refuses it."""
+        return document
+
+    def current(self) -> Any:
         return self._current
 
     def start(self) -> None:
         """Start the background refresh (once; nothing happens without a desk URL)."""
         if self._target is None or self._thread is not None:
             return
-        self._thread = threading.Thread(target=self._run, name="triage-desk-taxonomy", daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, name=f"triage-desk-{self.what.replace(' ', '-')}", daemon=True
+        )
         self._thread.start()
 
     def close(self) -> None:
@@ -166,14 +177,14 @@ class TaxonomySource:
             self._problem(f"the desk answered {status}")
             return False
         try:
-            taxonomy = Taxonomy(json.loads(body))
+            parsed = self.parse(json.loads(body))
         except ValueError as error:  # JSONDecodeError is one
             self._problem(f"the desk's document was refused: {error}")
             return False
-        self._current = taxonomy
+        self._current = parsed
         self._etag = etag
         self._last_problem = None
-        logger.info("taxonomy %s from the desk is in force", taxonomy.version)
+        logger.info("%s from the desk is in force", self.what)
         return True
 
     def _get(self) -> tuple[int, str | None, bytes]:
@@ -201,10 +212,35 @@ class TaxonomySource:
     def _problem(self, text: str) -> None:
         # Once per kind of problem, not once per poll: a desk away for a day is one line.
         if text != self._last_problem:
-            logger.warning("taxonomy refresh: %s; the last taxonomy stays in force", text)
+            logger.warning("%s refresh: %s; the last one stays in force", self.what, text)
             self._last_problem = text
 
     def _run(self) -> None:
         while not self._stop.is_set():
             self.refresh()
             self._stop.wait(self._interval)
+
+
+class TaxonomySource(DeskDocument):
+    """The taxonomy in force: the bundled snapshot until the desk's answers replace it."""
+
+    what = "taxonomy"
+
+    def __init__(
+        self,
+        desk_url: str | None = None,
+        api_key: str | None = None,
+        *,
+        interval: float = 300.0,
+        timeout: float = 5.0,
+    ) -> None:
+        super().__init__(
+            bundled(), TAXONOMY_PATH, desk_url, api_key, interval=interval, timeout=timeout
+        )
+
+    def parse(self, document: Any) -> Taxonomy:
+        return Taxonomy(document)
+
+    def current(self) -> Taxonomy:
+        taxonomy: Taxonomy = self._current
+        return taxonomy

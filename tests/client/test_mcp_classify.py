@@ -395,3 +395,16 @@ def test_a_document_that_is_not_a_taxonomy_is_refused() -> None:
     document["reasons"][0]["lane"] = "retry_later"
     with pytest.raises(ValueError, match="unknown lane"):
         Taxonomy(document)
+
+
+def test_the_desks_policy_document_is_read_or_refused_whole() -> None:
+    from triage_desk_client.classify import ToolPolicySource
+
+    source = ToolPolicySource("billing")  # no desk: nothing but the code's declarations
+    assert source.current() == {} and source.refresh() is False
+    read = source.parse({"collection": "billing", "tools": {"get": {"side_effect": "read"}}})
+    assert read["get"].side_effect == "read"
+    documents: list[Any] = [{"tools": "all"}, [], {"tools": {"get": {"side_effect": "often"}}}]
+    for document in documents:
+        with pytest.raises(ValueError):
+            source.parse(document)

@@ -9,6 +9,7 @@ told; the group page shows the envelope; the taxonomy is refreshed from the desk
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterator
 from io import StringIO
 from pathlib import Path
@@ -23,10 +24,11 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from triage_desk_client import Reporter
-from triage_desk_client.mcp import NextActionContract, ReportingClient
+from triage_desk_client.mcp import NextActionContract, ReportingClient, envelope_of
 from triage_desk_client.taxonomy import TaxonomySource, bundled
 
 from tests.client.test_mcp import REPORTED, TOLD, billing, run_async, summary
+from tests.factories import ToolPolicyFactory
 from tests.faults.processes import Gunicorn, base_env, free_port
 from triage.management.commands.demo import Command
 from triage.models import FailureGroup, FailureRecord, IngestBatch
@@ -187,6 +189,43 @@ def test_the_taxonomy_comes_from_the_desk_with_its_etag(
         assert source.current().document == bundled().document
         assert source.refresh() is False  # 304: nothing new, nothing wrong
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_the_desks_tool_policy_wins_over_the_codes_declaration(
+    desk_url: str, key: str, reporter: Reporter
+) -> None:
+    """The example declares search_payments a read; the desk's operators say it writes. The
+    agent is then told what the desk would conclude (a timeout after sending: look first),
+    and the code's key_argument still names the call's idempotency key."""
+    ToolPolicyFactory(
+        collection=billing.COLLECTION, tool="search_payments", side_effect="external_write",
+        idempotency_required=True, idempotency_lookup="GET /payments/by-key/{key}",
+    )  # fmt: skip
+    tools = {**billing.TOOLS, "search_payments": {"side_effect": "read", "idempotency": {
+        "key_argument": "query"}}}  # fmt: skip
+    contract = NextActionContract(
+        reporter, collection=billing.COLLECTION, tools=tools, desk_url=desk_url, api_key=key
+    )
+    try:
+        deadline = time.monotonic() + 15
+        while contract.policy("search_payments").side_effect != "external_write":
+            assert time.monotonic() < deadline, "the desk's policies never arrived"
+            time.sleep(0.05)
+        assert contract.policy("get_invoice").side_effect == "read"  # no desk policy: the code's
+
+        async def call() -> Any:
+            async with Client(billing.build_server(middleware=[contract])) as client:
+                return await client.call_tool("search_payments", {"query": "INV-819"})
+
+        told = envelope_of(run_async(call))
+    finally:
+        contract.close()
+    assert told is not None
+    assert (told["status"], told["retry"]["next_action"]) == (
+        "uncertain", "query_by_idempotency_key",
+    )  # fmt: skip
+    assert told["execution"] == {"state": "started_unknown", "idempotency_key": "INV-819"}
+    assert told["evidence"]["lookup"] == "GET /payments/by-key/{key}"
 
 
 def test_a_desk_that_is_away_leaves_the_snapshot_in_force_and_says_so_once(
