@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlencode
 
@@ -157,37 +158,45 @@ def suggestion_reject_view(request: HttpRequest, suggestion_id: int) -> HttpResp
 @login_required
 @permission_required(roles.REVIEW_SUGGESTION, raise_exception=True)
 def suggestion_demote_view(request: HttpRequest, suggestion_id: int) -> HttpResponse:
-    suggestion = get_object_or_404(Suggestion, pk=suggestion_id)
-    form = DemoteForm(request.POST)
-    if not form.is_valid():
-        messages.error(request, gettext("Demoting needs a reason: it is kept in the history."))
-        return _back(request, suggestion)
-    try:
-        demoted = services.suggestion_demote(
-            suggestion=suggestion, reviewer=request.user, reason=form.cleaned_data["reason"]
-        )
-    except services.DecisionError as exc:
-        messages.error(request, str(exc))
-    else:
-        messages.success(
-            request,
-            gettext("Demoted %(suggestion)s: it is %(status)s again.")
-            % {"suggestion": _label(suggestion), "status": demoted.get_status_display()},
-        )
-    return _back(request, suggestion)
+    return _undo_decision(
+        request,
+        suggestion_id,
+        services.suggestion_demote,
+        needs_reason=gettext("Demoting needs a reason: it is kept in the history."),
+        done=gettext("Demoted %(suggestion)s: it is %(status)s again."),
+    )
 
 
 @require_POST
 @login_required
 @permission_required(roles.REVIEW_SUGGESTION, raise_exception=True)
 def suggestion_reopen_view(request: HttpRequest, suggestion_id: int) -> HttpResponse:
+    return _undo_decision(
+        request,
+        suggestion_id,
+        services.suggestion_reopen,
+        needs_reason=gettext("Reopening needs a reason: it is kept in the history."),
+        done=gettext("Reopened %(suggestion)s: it is %(status)s again."),
+    )
+
+
+def _undo_decision(
+    request: HttpRequest,
+    suggestion_id: int,
+    undo: Callable[..., Suggestion],
+    *,
+    needs_reason: str,
+    done: str,
+) -> HttpResponse:
+    """Demote a promotion or reopen a rejection: both take a reason kept in the history and
+    leave the suggestion in the status the gate gives it now."""
     suggestion = get_object_or_404(Suggestion, pk=suggestion_id)
     form = DemoteForm(request.POST)
     if not form.is_valid():
-        messages.error(request, gettext("Reopening needs a reason: it is kept in the history."))
+        messages.error(request, needs_reason)
         return _back(request, suggestion)
     try:
-        reopened = services.suggestion_reopen(
+        undone = undo(
             suggestion=suggestion, reviewer=request.user, reason=form.cleaned_data["reason"]
         )
     except services.DecisionError as exc:
@@ -195,8 +204,7 @@ def suggestion_reopen_view(request: HttpRequest, suggestion_id: int) -> HttpResp
     else:
         messages.success(
             request,
-            gettext("Reopened %(suggestion)s: it is %(status)s again.")
-            % {"suggestion": _label(suggestion), "status": reopened.get_status_display()},
+            done % {"suggestion": _label(suggestion), "status": undone.get_status_display()},
         )
     return _back(request, suggestion)
 

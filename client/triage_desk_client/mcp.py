@@ -507,24 +507,16 @@ def _transport_failure(error: BaseException) -> BaseException | None:
 def _failure_of_protocol_error(
     error: MCPError, *, taxonomy: Taxonomy, policy: ToolPolicy
 ) -> Failure:
-    evidence = {"jsonrpc_code": error.code}
-    if error.code == mcp_types.REQUEST_TIMEOUT:
-        # The SDK gave up waiting: the server has the request and may be running it.
+    # The SDK gave up waiting, or the connection closed under the call: the server has the
+    # request and may be running it.
+    reason = {mcp_types.REQUEST_TIMEOUT: "timeout", mcp_types.CONNECTION_CLOSED: "network_error"}
+    if error.code in reason:
         return classify.failure_for(
-            "timeout",
+            reason[error.code],
             taxonomy=taxonomy,
             policy=policy,
             execution_state="started_unknown",
             message=error.message,
-            evidence=evidence,
-        )
-    if error.code == mcp_types.CONNECTION_CLOSED:
-        return classify.failure_for(
-            "network_error",
-            taxonomy=taxonomy,
-            policy=policy,
-            execution_state="started_unknown",
-            message=error.message,
-            evidence=evidence,
+            evidence={"jsonrpc_code": error.code},
         )
     return classify.classify_jsonrpc(error.code, error.message, taxonomy=taxonomy, policy=policy)
