@@ -22,6 +22,27 @@ class ChannelKind(models.TextChoices):
     SLACK = "slack", _("Slack-compatible webhook")
 
 
+# A webhook URL on these hosts is a Slack-compatible webhook when the kind is not chosen.
+SLACK_HOSTS = ("hooks.slack.com",)
+
+
+def kind_for_target(target: str) -> str | None:
+    """The kind an address is, from its form: an http(s) URL is a webhook (Slack-compatible
+    on a Slack host), an address with @ and no scheme is an email address, anything else is
+    neither (None). Whether the address may be used is the services' to judge."""
+    target = target.strip()
+    scheme, separator, _rest = target.partition("://")
+    if separator:
+        if scheme.lower() not in ("http", "https"):
+            return None
+        try:
+            host = urlsplit(target).hostname
+        except ValueError:  # a malformed host: a webhook the URL check refuses by name
+            host = None
+        return ChannelKind.SLACK if host in SLACK_HOSTS else ChannelKind.WEBHOOK
+    return ChannelKind.EMAIL if "@" in target else None
+
+
 class Channel(models.Model):
     """Where notifications go: an email address, a signed JSON webhook or a Slack webhook.
 
@@ -40,6 +61,12 @@ class Channel(models.Model):
 
     class Meta:
         ordering = ["name"]
+        permissions = [
+            (
+                "manage_webhook_channel",
+                "Can add, change, test and delete webhook and Slack-compatible channels",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.kind})"

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db.models import Count, Exists, Max, Min, OuterRef, Prefetch, Q, QuerySet, Sum
+from django.db.models.fields.json import KT
 from django.urls import reverse
 from django.utils.translation import gettext, ngettext
 
@@ -490,28 +491,127 @@ BEAT_MATCHERS: dict[str, Callable[..., list[Match]]] = {
 
 # --- the page -------------------------------------------------------------------------------
 
-LOG_LIMIT = 100
+LOG_PAGE_SIZE = 50
+
+
+@dataclass(frozen=True)
+class LogCursor:
+    """A place in the delivery log, newest first: a delivery's (created_at, id)."""
+
+    created_at: datetime
+    delivery_id: int
+
+    def __str__(self) -> str:
+        return f"{self.created_at.isoformat()}_{self.delivery_id}"
+
+    @classmethod
+    def of(cls, delivery: Delivery) -> LogCursor:
+        return cls(created_at=delivery.created_at, delivery_id=delivery.pk)
+
+    @classmethod
+    def parse(cls, raw: str) -> LogCursor | None:
+        """The cursor the log's own links wrote, or None for anything else."""
+        stamp, _, delivery_id = raw.partition("_")
+        if not (delivery_id.isascii() and delivery_id.isdigit()) or len(delivery_id) > 18:
+            return None
+        try:
+            moment = datetime.fromisoformat(stamp)
+            moment.astimezone(UTC)
+        except (ValueError, OverflowError):
+            return None
+        if moment.tzinfo is None:
+            return None
+        return cls(created_at=moment, delivery_id=int(delivery_id))
+
+
+@dataclass(frozen=True)
+class DeliveryLogPage:
+    """One page of the log: its deliveries (each with `about_group_id`, the group it is about
+    when that group still exists, else None) and the cursors of the pages either side."""
+
+    deliveries: list[Delivery]
+    older: LogCursor | None
+    newer: LogCursor | None
+
+
+def delivery_log(
+    *,
+    rule_id: int | None = None,
+    before: LogCursor | None = None,
+    after: LogCursor | None = None,
+    size: int = LOG_PAGE_SIZE,
+) -> DeliveryLogPage:
+    """Newest first, by keyset (created_at, id): every page is as fast as the first. A page
+    newer than `after` that would not be full is the newest page."""
+    log = (
+        Delivery.objects.select_related("rule", "channel")
+        .defer("payload")
+        .annotate(payload_group_id=KT("payload__group__id"))
+    )
+    if rule_id is not None:
+        log = log.filter(rule_id=rule_id)
+    if after is not None:
+        # "After (moment, id)" as a range plus an exclusion, as the group page's records.
+        newer = list(
+            log.filter(created_at__gte=after.created_at)
+            .exclude(created_at=after.created_at, pk__lte=after.delivery_id)
+            .order_by("created_at", "pk")[: size + 1]
+        )
+        if len(newer) > size:
+            page = newer[:size][::-1]
+            return _log_page(page, older=LogCursor.of(page[-1]), newer=LogCursor.of(page[0]))
+        before = None  # less than a page is newer: the newest page
+    if before is not None:
+        log = log.filter(created_at__lte=before.created_at).exclude(
+            created_at=before.created_at, pk__gte=before.delivery_id
+        )
+    rows = list(log.order_by("-created_at", "-pk")[: size + 1])
+    page = rows[:size]
+    older = LogCursor.of(page[-1]) if len(rows) > size else None
+    # Past the last delivery (or every one deleted since): back from where the link pointed.
+    newer_cursor = None if before is None else LogCursor.of(page[0]) if page else before
+    return _log_page(page, older=older, newer=newer_cursor)
+
+
+def _log_page(
+    deliveries: Sequence[Delivery], *, older: LogCursor | None, newer: LogCursor | None
+) -> DeliveryLogPage:
+    """Link a delivery to the group it is about (its payload's group id) while it exists:
+    retention may have deleted it since."""
+    wanted = {
+        delivery.pk: int(raw)
+        for delivery in deliveries
+        if (raw := getattr(delivery, "payload_group_id", None)) and raw.isdigit()
+    }
+    existing = (
+        set(FailureGroup.objects.filter(pk__in=set(wanted.values())).values_list("pk", flat=True))
+        if wanted
+        else set()
+    )
+    for delivery in deliveries:
+        group_id = wanted.get(delivery.pk)
+        delivery.about_group_id = group_id if group_id in existing else None  # type: ignore[attr-defined]
+    return DeliveryLogPage(deliveries=list(deliveries), older=older, newer=newer)
 
 
 @dataclass(frozen=True)
 class AlertsOverview:
     rules: list[Rule]  # each with `last_delivery` (or None)
     channels: list[Channel]
-    deliveries: list[Delivery]
+    log: DeliveryLogPage
 
 
-def alerts_overview(*, rule_id: int | None = None) -> AlertsOverview:
+def alerts_overview(
+    *, rule_id: int | None = None, before: LogCursor | None = None, after: LogCursor | None = None
+) -> AlertsOverview:
     rules = list(Rule.objects.prefetch_related(Prefetch("channels")).order_by("name"))
     last = {delivery.rule_id: delivery for delivery in _last_per_rule()}
     for rule in rules:
         rule.last_delivery = last.get(rule.pk)  # type: ignore[attr-defined]
-    log = Delivery.objects.select_related("rule", "channel").defer("payload")
-    if rule_id is not None:
-        log = log.filter(rule_id=rule_id)
     return AlertsOverview(
         rules=rules,
         channels=list(Channel.objects.annotate(rule_count=Count("rules"))),
-        deliveries=list(log.order_by("-created_at", "-pk")[:LOG_LIMIT]),
+        log=delivery_log(rule_id=rule_id, before=before, after=after),
     )
 
 

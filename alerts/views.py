@@ -1,5 +1,6 @@
 """The alerts page: rules with their last delivery, channels, the delivery log; forms to
-edit rules (operators, admins) and channels (admins), and "send a test" per channel."""
+edit rules (operators, admins) and channels (webhook and Slack-compatible ones: operators and
+admins; email ones: admins), and "send a test" per channel."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
@@ -36,23 +37,45 @@ def _page(
     status: int = 200,
 ) -> HttpResponse:
     query = LogQueryForm(request.GET)
-    rule_id = query.cleaned_data.get("rule") if query.is_valid() else None
-    if not query.is_valid():
+    found = query.cleaned_data if query.is_valid() else {}
+    if query.errors:
         status = 400
-    overview = selectors.alerts_overview(rule_id=rule_id)
+    overview = selectors.alerts_overview(
+        rule_id=found.get("rule"), before=found.get("before"), after=found.get("after")
+    )
+    user = request.user
     context: dict[str, Any] = {
         "overview": overview,
         "query_form": query,
-        "log_rule_id": rule_id,
-        "can_edit_rules": request.user.has_perm(roles.CHANGE_ALERT_RULES),
-        "can_edit_channels": request.user.has_perm(roles.CHANGE_ALERT_CHANNELS),
+        "log_rule_id": found.get("rule"),
+        "can_edit_rules": user.has_perm(roles.CHANGE_ALERT_RULES),
+        "can_edit_channels": user.has_perm(roles.CHANGE_ALERT_CHANNELS),
+        "can_edit_webhooks": user.has_perm(roles.MANAGE_WEBHOOK_CHANNELS),
         "rule_form": rule_form or RuleForm(),
-        "channel_form": channel_form or ChannelForm(),
+        "channel_form": channel_form or _channel_form(request, data=None),
         "new_secret": new_secret,
         "new_channel": new_channel,
     }
     template = f"{PAGE}#delivery-log" if is_partial(request) else PAGE
     return render(request, template, context, status=status)
+
+
+def _channel_form(request: HttpRequest, *, data: Any) -> ChannelForm:
+    return ChannelForm(data, email_allowed=request.user.has_perm(roles.CHANGE_ALERT_CHANNELS))
+
+
+def _may_manage(user: Any, channel: Channel) -> bool:
+    """Admins manage every channel; operators webhook and Slack-compatible ones only."""
+    if user.has_perm(roles.CHANGE_ALERT_CHANNELS):
+        return True
+    return channel.is_webhook and user.has_perm(roles.MANAGE_WEBHOOK_CHANNELS)
+
+
+def _managed_channel(request: HttpRequest, channel_id: int) -> Channel:
+    channel = get_object_or_404(Channel, pk=channel_id)
+    if not _may_manage(request.user, channel):
+        raise PermissionDenied
+    return channel
 
 
 @require_safe
@@ -133,9 +156,9 @@ def rule_delete_view(request: HttpRequest, rule_id: int) -> HttpResponse:
 
 @require_POST
 @login_required
-@permission_required(roles.CHANGE_ALERT_CHANNELS, raise_exception=True)
+@permission_required(roles.MANAGE_WEBHOOK_CHANNELS, raise_exception=True)
 def channel_create_view(request: HttpRequest) -> HttpResponse:
-    form = ChannelForm(request.POST)
+    form = _channel_form(request, data=request.POST)
     if form.is_valid():
         try:
             channel, secret = services.channel_create(user=request.user, **form.cleaned_data)
@@ -152,9 +175,9 @@ def channel_create_view(request: HttpRequest) -> HttpResponse:
 
 @require_http_methods(["GET", "POST"])
 @login_required
-@permission_required(roles.CHANGE_ALERT_CHANNELS, raise_exception=True)
+@permission_required(roles.MANAGE_WEBHOOK_CHANNELS, raise_exception=True)
 def channel_edit_view(request: HttpRequest, channel_id: int) -> HttpResponse:
-    channel = get_object_or_404(Channel, pk=channel_id)
+    channel = _managed_channel(request, channel_id)
     form = ChannelEditForm(request.POST if request.method == "POST" else None)
     if request.method == "POST" and form.is_valid():
         try:
@@ -170,9 +193,9 @@ def channel_edit_view(request: HttpRequest, channel_id: int) -> HttpResponse:
 
 @require_POST
 @login_required
-@permission_required(roles.CHANGE_ALERT_CHANNELS, raise_exception=True)
+@permission_required(roles.MANAGE_WEBHOOK_CHANNELS, raise_exception=True)
 def channel_test_view(request: HttpRequest, channel_id: int) -> HttpResponse:
-    channel = get_object_or_404(Channel, pk=channel_id)
+    channel = _managed_channel(request, channel_id)
     delivery = services.channel_test(channel=channel)
     if delivery.status == "sent":
         messages.success(
@@ -191,9 +214,9 @@ def channel_test_view(request: HttpRequest, channel_id: int) -> HttpResponse:
 
 @require_POST
 @login_required
-@permission_required(roles.CHANGE_ALERT_CHANNELS, raise_exception=True)
+@permission_required(roles.MANAGE_WEBHOOK_CHANNELS, raise_exception=True)
 def channel_delete_view(request: HttpRequest, channel_id: int) -> HttpResponse:
-    channel = get_object_or_404(Channel, pk=channel_id)
+    channel = _managed_channel(request, channel_id)
     services.channel_delete(channel=channel)
     messages.success(request, _("Channel %(name)s deleted.") % {"name": channel.name})
     return _home()

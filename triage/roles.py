@@ -27,7 +27,10 @@ CHANGE_COLLECTION = "qualitylab.change_collection"
 REVIEW_SUGGESTION = "learning.review_suggestion"
 VIEW_ALERTS = "alerts.view_rule"
 CHANGE_ALERT_RULES = "alerts.change_rule"
+# Every channel, email ones too (admins); webhook and Slack-compatible channels only
+# (operators and admins): their URLs are judged by the same outbound rule either way.
 CHANGE_ALERT_CHANNELS = "alerts.change_channel"
+MANAGE_WEBHOOK_CHANNELS = "alerts.manage_webhook_channel"
 
 
 def user_roles(user: Any) -> list[str]:
@@ -84,6 +87,7 @@ ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
         "triage.change_toolpolicy",
         *_QUALITY_LAB_WRITE,
         *_ALERT_RULES_WRITE,
+        MANAGE_WEBHOOK_CHANNELS,
     ),
     "reviewer": (*_VIEW, "learning.review_suggestion"),
     "admin": (
@@ -101,6 +105,7 @@ ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
         "learning.review_suggestion",
         *_ALERT_RULES_WRITE,
         *_ALERT_CHANNELS_WRITE,
+        MANAGE_WEBHOOK_CHANNELS,
     ),
 }
 

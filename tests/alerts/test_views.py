@@ -1,4 +1,5 @@
-"""The alerts page by role: viewers read, operators edit rules, admins edit channels."""
+"""The alerts page by role: viewers read; operators edit rules and webhook and
+Slack-compatible channels; admins every channel, email ones too."""
 
 from __future__ import annotations
 
@@ -35,12 +36,10 @@ def test_viewers_read_the_page_without_forms(
     assert partial.content.decode().lstrip().startswith('<section id="delivery-log">')
 
 
-def test_operators_create_rules_but_not_channels(
-    client_as: Callable[..., Any], webhook: Channel
-) -> None:
+def test_operators_create_rules(client_as: Callable[..., Any], webhook: Channel) -> None:
     client = client_as("operator")
     body = client.get("/alerts/").content.decode()
-    assert "New rule" in body and "New channel" not in body
+    assert "New rule" in body
     response = client.post("/alerts/rules/new", {
         "name": "spikes", "kind": "spike", "enabled": "on", "channels": [webhook.pk],
         "min_interval_minutes": "60", "spike_count": "10", "spike_factor": "3",
@@ -60,12 +59,110 @@ def test_operators_create_rules_but_not_channels(
     })  # fmt: skip
     assert wrong_filter.status_code == 400
     assert "does not apply" in wrong_filter.content.decode()
-    assert (
-        client.post(
-            "/alerts/channels/new", {"name": "n", "kind": "email", "target": "a@example.com"}
-        ).status_code
-        == 403
+
+
+def test_operators_create_test_edit_and_delete_webhook_channels(
+    client_as: Callable[..., Any], receiver: WebhookReceiver
+) -> None:
+    client = client_as("operator")
+    page = client.get("/alerts/").content.decode()
+    assert "New channel" in page
+    assert '<option value="email"' not in page  # admins add email channels
+    created = client.post("/alerts/channels/new", {"name": "ops", "target": receiver.url("/ops")})
+    assert created.status_code == 200, created.content.decode()[-2000:]
+    channel = Channel.objects.get(name="ops")
+    assert channel.kind == ChannelKind.WEBHOOK
+    assert channel.signing_secret in created.content.decode()
+    slack = client.post(
+        "/alerts/channels/new", {"name": "chat", "kind": "slack", "target": receiver.url("/chat")}
     )
+    assert slack.status_code == 200
+    assert Channel.objects.get(name="chat").kind == ChannelKind.SLACK
+
+    tested = client.post(f"/alerts/channels/{channel.pk}/test", follow=True)
+    assert "Test sent to ops (answer 200)" in tested.content.decode()
+    assert client.get(f"/alerts/channels/{channel.pk}/edit").status_code == 200
+    edited = client.post(f"/alerts/channels/{channel.pk}/edit", {"target": receiver.url("/new")})
+    assert edited.status_code == 302
+    channel.refresh_from_db()
+    assert channel.target.endswith("/new")
+    assert client.post(f"/alerts/channels/{channel.pk}/delete").status_code == 302
+    assert not Channel.objects.filter(pk=channel.pk).exists()
+
+
+def test_operators_are_held_to_the_webhook_address_rule(
+    client_as: Callable[..., Any], receiver: WebhookReceiver
+) -> None:
+    client = client_as("operator")
+    metadata = client.post(
+        "/alerts/channels/new", {"name": "meta", "target": "http://169.254.169.254/latest/"}
+    )
+    assert metadata.status_code == 400
+    assert "link-local" in metadata.content.decode()
+    with override_settings(ALERTS_ALLOWED_HOSTS=[]):
+        loopback = client.post("/alerts/channels/new", {"name": "lo", "target": receiver.url()})
+    assert loopback.status_code == 400
+    assert "a loopback address" in loopback.content.decode()
+    assert not Channel.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "form",
+    [
+        {"name": "mail", "target": "oncall@example.com"},
+        {"name": "mail", "kind": "email", "target": "oncall@example.com"},
+    ],
+    ids=["from the address", "chosen"],
+)
+def test_an_operator_posting_an_email_channel_gets_a_form_error(
+    client_as: Callable[..., Any], form: dict[str, str]
+) -> None:
+    response = client_as("operator").post("/alerts/channels/new", form)
+    assert response.status_code == 400
+    assert "Only an admin can add an email channel" in response.content.decode()
+    assert not Channel.objects.exists()
+
+
+def test_operators_cannot_touch_email_channels(
+    client_as: Callable[..., Any], webhook: Channel
+) -> None:
+    mail, _ = services.channel_create(
+        name="mail", kind=ChannelKind.EMAIL, target="oncall@example.com"
+    )
+    client = client_as("operator")
+    page = client.get("/alerts/").content.decode()
+    assert f"/alerts/channels/{webhook.pk}/edit" in page
+    assert f"/alerts/channels/{mail.pk}/edit" not in page
+    assert f"/alerts/channels/{mail.pk}/delete" not in page
+    assert client.get(f"/alerts/channels/{mail.pk}/edit").status_code == 403
+    assert (
+        client.post(f"/alerts/channels/{mail.pk}/edit", {"target": "other@example.com"})
+    ).status_code == 403
+    assert client.post(f"/alerts/channels/{mail.pk}/test").status_code == 403
+    assert client.post(f"/alerts/channels/{mail.pk}/delete").status_code == 403
+    mail.refresh_from_db()
+    assert mail.target == "oncall@example.com"
+    assert not Delivery.objects.exists()
+
+
+def test_admins_still_manage_email_channels(client_as: Callable[..., Any]) -> None:
+    client = client_as("admin")
+    response = client.post("/alerts/channels/new", {"name": "mail", "target": "a@example.com"})
+    assert response.status_code == 200
+    mail = Channel.objects.get()
+    assert (mail.kind, mail.signing_secret) == (ChannelKind.EMAIL, "")
+    edited = client.post(f"/alerts/channels/{mail.pk}/edit", {"target": "b@example.com"})
+    assert edited.status_code == 302
+    assert client.post(f"/alerts/channels/{mail.pk}/delete").status_code == 302
+
+
+def test_viewers_create_no_channels(client_as: Callable[..., Any], webhook: Channel) -> None:
+    client = client_as("viewer")
+    assert "New channel" not in client.get("/alerts/").content.decode()
+    form = {"name": "n", "target": "https://hooks.example.com/x"}
+    assert client.post("/alerts/channels/new", form).status_code == 403
+    assert client.post(f"/alerts/channels/{webhook.pk}/test").status_code == 403
+    assert client.post(f"/alerts/channels/{webhook.pk}/delete").status_code == 403
 
 
 def test_admins_create_a_webhook_and_see_its_secret_once(
@@ -122,7 +219,7 @@ def test_send_a_test_shows_the_answer(
     assert "Test sent to hook (answer 200)" in response.content.decode()
     assert receiver.wait_for(1)[0].signature_ok
     assert Delivery.objects.get().is_test
-    assert client_as("operator").post(f"/alerts/channels/{webhook.pk}/test").status_code == 403
+    assert client_as("viewer").post(f"/alerts/channels/{webhook.pk}/test").status_code == 403
 
 
 def test_a_channel_edit_checks_the_new_address(

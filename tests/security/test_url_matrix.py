@@ -2,8 +2,9 @@
 
 ``MATRIX`` is written by hand from the design (DESIGN.md section 6, the README's "The pages"
 and "Sending failures"), not from the code it checks: viewers read, operators act on groups,
-reconcile receipts, edit tool policies and run Quality Lab, reviewers decide on learning
-suggestions, admins do all of it and manage API keys and tool policies; the Django admin is
+reconcile receipts, edit tool policies, run Quality Lab and manage alert rules and webhook
+channels, reviewers decide on learning suggestions, admins do all of it and manage API keys,
+tool policies and email channels; the Django admin is
 for superusers; the API takes a key with the right scope (reads also a signed-in person who
 holds a role), and pages never take a key.
 
@@ -285,13 +286,19 @@ def _build_world() -> World:
     assert first_attempt is not None
     ids["attempt"] = first_attempt.pk
 
-    # Alerts: an email channel (no address to resolve) and a rule sending to it.
+    # Alerts: an email channel (no address to resolve) and a rule sending to it; a webhook
+    # whose test is refused before anything is sent (a loopback port nothing listens on).
     from alerts import services as alert_services
+    from alerts.models import Channel
 
     channel, _ = alert_services.channel_create(
         name="mtx-mail", kind="email", target="oncall@example.com"
     )
     ids["alert_channel"] = channel.pk
+    ids["alert_webhook"] = Channel.objects.create(
+        name="mtx-hook", kind="webhook", target="http://127.0.0.1:9/mtx",
+        signing_secret=Channel.new_signing_secret(),
+    ).pk  # fmt: skip
     ids["alert_rule"] = alert_services.rule_create(
         name="mtx-new", kind="new_group", channels=[channel]
     ).pk
@@ -427,6 +434,9 @@ SITE: dict[str, Row] = {
     # The vocabulary runtimes classify with: their ingest key reads it too.
     "api:api-taxonomy": Row(lambda w: "/api/v1/taxonomy",
                             get={**api("read", readers=READERS), KEY_INGEST: OK}, kind="api"),
+    "api:api-tool-policies": Row(lambda w: "/api/v1/tool-policies?collection=shop",
+                                 get={**api("read", readers=READERS), KEY_INGEST: OK},
+                                 kind="api"),
     "learning-api:suggestions": Row(lambda w: "/api/v1/learning/suggestions?collection=bo-dev",
                                     get=api("read", readers=READERS), kind="api"),
     # Triage
@@ -508,7 +518,9 @@ SITE: dict[str, Row] = {
     "qualitylab:suite-edit": Row(lambda w: "/qualitylab/shop/suites/smoke/edit",
                                  get=page(OPERATORS), post=page(OPERATORS),
                                  body=lambda w: {"name": "smoke", "cases": []}),
-    # Alerts: everyone reads; operators edit rules; admins edit, test and delete channels.
+    # Alerts: everyone reads; operators edit rules and create, edit, test and delete webhook
+    # channels; email channels are admins' (EMAIL_CHANNEL below). An operator posting an email
+    # channel passes the permission check and gets a form error (400).
     "alerts:home": Row(lambda w: "/alerts/", get=page(READERS)),
     "alerts:rule-create": Row(lambda w: "/alerts/rules/new", post=page(OPERATORS),
                               body=lambda w: {"name": "mtx-rule", "kind": "new_group",
@@ -521,16 +533,16 @@ SITE: dict[str, Row] = {
                                             "min_interval_minutes": "30"}),
     "alerts:rule-delete": Row(lambda w: f"/alerts/rules/{w.alert_rule}/delete",
                               post=page(OPERATORS)),
-    "alerts:channel-create": Row(lambda w: "/alerts/channels/new", post=page(ADMINS),
-                                 body=lambda w: {"name": "mtx-mail-2", "kind": "email",
-                                                 "target": "second@example.com"}),
-    "alerts:channel-edit": Row(lambda w: f"/alerts/channels/{w.alert_channel}/edit",
-                               get=page(ADMINS), post=page(ADMINS),
-                               body=lambda w: {"target": "third@example.com"}),
-    "alerts:channel-test": Row(lambda w: f"/alerts/channels/{w.alert_channel}/test",
-                               post=page(ADMINS)),
-    "alerts:channel-delete": Row(lambda w: f"/alerts/channels/{w.alert_channel}/delete",
-                                 post=page(ADMINS)),
+    "alerts:channel-create": Row(lambda w: "/alerts/channels/new", post=page(OPERATORS),
+                                 body=lambda w: {"name": "mtx-hook-2",
+                                                 "target": "https://93.184.215.14/hook"}),
+    "alerts:channel-edit": Row(lambda w: f"/alerts/channels/{w.alert_webhook}/edit",
+                               get=page(OPERATORS), post=page(OPERATORS),
+                               body=lambda w: {"target": "https://93.184.215.14/other"}),
+    "alerts:channel-test": Row(lambda w: f"/alerts/channels/{w.alert_webhook}/test",
+                               post=page(OPERATORS)),
+    "alerts:channel-delete": Row(lambda w: f"/alerts/channels/{w.alert_webhook}/delete",
+                                 post=page(OPERATORS)),
     # Learning: reviewers decide; a collection's learning policy is a collection setting.
     "learning:home": Row(lambda w: "/learning/", get=page(READERS)),
     "learning:suggestion": Row(lambda w: f"/learning/suggestions/{w.suggestion}/",
@@ -635,6 +647,18 @@ MATRIX: dict[str, Row] = {
 for _model, (_object_key, _access) in ADMIN_MODELS.items():
     MATRIX.update(_admin_model_rows(_model, _object_key, _access))
 
+# Patterns whose answer depends on the object they name, asked again on another object: an
+# email channel is admins' where a webhook channel (MATRIX's rows) is operators' too.
+EMAIL_CHANNEL: dict[str, Row] = {
+    "alerts:channel-edit": Row(lambda w: f"/alerts/channels/{w.alert_channel}/edit",
+                               get=page(ADMINS), post=page(ADMINS),
+                               body=lambda w: {"target": "third@example.com"}),
+    "alerts:channel-test": Row(lambda w: f"/alerts/channels/{w.alert_channel}/test",
+                               post=page(ADMINS)),
+    "alerts:channel-delete": Row(lambda w: f"/alerts/channels/{w.alert_channel}/delete",
+                                 post=page(ADMINS)),
+}  # fmt: skip
+
 
 # --- the project's URL patterns ---------------------------------------------------------------
 
@@ -668,7 +692,7 @@ def test_every_url_pattern_has_a_row() -> None:
 
 
 def test_every_row_is_a_url_pattern() -> None:
-    gone = sorted(set(MATRIX) - set(url_pattern_keys()))
+    gone = sorted((set(MATRIX) | set(EMAIL_CHANNEL)) - set(url_pattern_keys()))
     assert not gone, f"these rows of MATRIX match no URL pattern any more: {gone}"
 
 
@@ -718,21 +742,30 @@ def outcome(response: Any) -> str:
     return {401: E401, 403: E403, 404: E404, 405: E405}.get(status, f"status {status}")
 
 
+def _row(key: str, on: str) -> Row:
+    return EMAIL_CHANNEL[key] if on == "email channel" else MATRIX[key]
+
+
 def _cases() -> list[Any]:
     cases = []
-    for key, row in MATRIX.items():
+    rows = [*((key, "") for key in MATRIX), *((key, "email channel") for key in EMAIL_CHANNEL)]
+    for key, on in rows:
+        row = _row(key, on)
         for method, outcomes in row.methods().items():
             principals = [*row.principals, NO_CSRF] if method == "POST" else row.principals
             for principal in principals:
-                cases.append(pytest.param(key, method, principal, outcomes[principal],
-                                          id=f"{key} {method} {principal}"))  # fmt: skip
+                name = f"{key} ({on})" if on else key
+                cases.append(pytest.param(key, on, method, principal, outcomes[principal],
+                                          id=f"{name} {method} {principal}"))  # fmt: skip
     return cases
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize(("key", "method", "principal", "expected"), _cases())
-def test_who_may_use_it(world: World, key: str, method: str, principal: str, expected: str) -> None:
-    row = MATRIX[key]
+@pytest.mark.parametrize(("key", "on", "method", "principal", "expected"), _cases())
+def test_who_may_use_it(
+    world: World, key: str, on: str, method: str, principal: str, expected: str
+) -> None:
+    row = _row(key, on)
     match = resolve(row.url(world).split("?")[0])
     assert (match.view_name if match.url_name else match.route) == key, "the URL is another row's"
     response = send(world, row, method, principal)
