@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime, timedelta
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import parse_qsl, urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
@@ -109,7 +110,7 @@ def triage_page(request: HttpRequest) -> HttpResponse:
         "bulk_form": _bulk_form(request),
         "bulk_actions": [(action, _action_label(action)) for action in BULK_ACTIONS],
         "can_act": request.user.has_perm(roles.ACT_ON_GROUP),
-        "last_bulk": _last_bulk(request),
+        "last_bulk": _last_bulk(request, view=query),
         "as_of": now,
         "refresh_seconds": form.refresh_seconds(),
         "form_state": json.dumps(form.shown_values()),
@@ -164,13 +165,29 @@ def _spark_caption(overview: selectors.TriageOverview) -> str:
     }
 
 
-def _last_bulk(request: HttpRequest) -> BulkAction | None:
+def _last_bulk(request: HttpRequest, *, view: str) -> BulkAction | None:
+    """The person's last bulk action, offered for undo on the view it was applied from only:
+    once the view changes the offer is gone (an Undo under other filters would undo what
+    the page no longer shows)."""
     bulk_id = request.session.get("last_bulk_id")
     if not bulk_id:
+        return None
+    if _view_key(request.session.get(LAST_BULK_VIEW, view)) != _view_key(view):
+        request.session.pop("last_bulk_id", None)
+        request.session.pop(LAST_BULK_VIEW, None)
         return None
     return BulkAction.objects.filter(
         pk=bulk_id, undone_at__isnull=True, actor_id=request.user.pk
     ).first()
+
+
+# The triage view a bulk action was applied from: where its Undo is offered and returns to.
+LAST_BULK_VIEW = "last_bulk_view"
+
+
+def _view_key(query: str) -> list[tuple[str, str]]:
+    """A triage query's filters, whatever their order in the address."""
+    return sorted(parse_qsl(query, keep_blank_values=False))
 
 
 @require_safe
@@ -418,6 +435,15 @@ def bulk_act_view(request: HttpRequest) -> HttpResponse:
             start=window.start, end=window.end, filters=filter_form.filters(), now=now
         )
     )
+    chosen = _chosen_rows(request.POST.getlist("rows"))
+    if chosen is None:
+        messages.error(
+            request, gettext("The chosen rows are not rows of this page: nothing was changed.")
+        )
+        return HttpResponseRedirect(back)
+    if chosen:
+        # Rows ticked: their groups only, among those the filter shows.
+        groups = [group for group in groups if (group.stage, group.reason) in chosen]
     data = form.cleaned_data
     if len(groups) != data["confirm_count"]:
         messages.error(
@@ -448,6 +474,7 @@ def bulk_act_view(request: HttpRequest) -> HttpResponse:
         messages.error(request, str(exc))
         return HttpResponseRedirect(back)
     request.session["last_bulk_id"] = bulk.pk
+    request.session[LAST_BULK_VIEW] = back_to
     messages.success(
         request,
         ngettext("%(action)s: %(count)d group.", "%(action)s: %(count)d groups.", bulk.group_count)
@@ -481,8 +508,27 @@ def bulk_undo_view(request: HttpRequest, bulk_id: int) -> HttpResponse:
             ) % {"skipped": skipped}
         messages.success(request, text)
     request.session.pop("last_bulk_id", None)
-    back = f"{reverse('triage:home')}?{bulk.query}" if bulk.query else reverse("triage:home")
+    view = request.session.pop(LAST_BULK_VIEW, bulk.query)  # the view it was applied from
+    back = f"{reverse('triage:home')}?{view}" if view else reverse("triage:home")
     return HttpResponseRedirect(back)
+
+
+# A row's checkbox names its stage and reason ("execute/http_5xx"); a page has far fewer.
+_ROW_VALUE = re.compile(r"\A([a-z0-9_]{1,64})/([a-z0-9_]{1,100})\Z")
+_MAX_CHOSEN_ROWS = 500
+
+
+def _chosen_rows(values: list[str]) -> set[tuple[str, str]] | None:
+    """The (stage, reason) of each ticked row; None when a value is no row's."""
+    if len(values) > _MAX_CHOSEN_ROWS:
+        return None
+    chosen = set()
+    for value in values:
+        match = _ROW_VALUE.match(value)
+        if match is None:
+            return None
+        chosen.add((match[1], match[2]))
+    return chosen
 
 
 def _triage_view(raw: str) -> str | None:

@@ -3,7 +3,9 @@
 // - a form with data-confirm asks before it posts; "{action}" in the question becomes the
 //   value of the form's "action" field (the bulk bar's chosen action); a submit button's
 //   own data-confirm wins over its form's;
-// - a button with data-clear-cell empties the table cell it sits in (an inline result).
+// - a button with data-clear-cell empties the table cell it sits in (an inline result);
+// - the bulk bar: ticked rows narrow it to their groups, and "assign" with nobody chosen is
+//   refused before any confirmation.
 // Listeners sit on the document, so content htmx swaps in later works too.
 "use strict";
 
@@ -12,12 +14,89 @@ document.addEventListener("submit", (event) => {
   if (!(form instanceof HTMLFormElement)) return;
   // A button with its own data-confirm ("Assign 5 groups to you?") asks its own question.
   const submitter = event.submitter instanceof HTMLElement ? event.submitter : null;
-  const question = (submitter && submitter.dataset.confirm) || form.dataset.confirm;
-  if (!question) return;
   const chosen = form.elements.namedItem("action");
   const value = chosen && "value" in chosen ? chosen.value : "";
-  if (!window.confirm(question.replace("{action}", value))) {
+  // An action that cannot be done is refused before anything is asked.
+  if (refusedBeforeAsking(form, submitter, value)) {
     event.preventDefault();
+    return;
+  }
+  const rows = chosenRows(form);
+  let question = (submitter && submitter.dataset.confirm) || form.dataset.confirm;
+  let named = value;
+  if (rows.length && form.dataset.confirmChosen) {
+    // Ticked rows: the question counts their groups, whichever button was pressed.
+    question = form.dataset.confirmChosen.replace("{count}", String(groupsOf(rows)));
+    if (submitter && submitter.getAttribute("name") === "assign_to_me") named = "assign";
+  }
+  if (!question) return;
+  if (!window.confirm(question.replace("{action}", named))) {
+    event.preventDefault();
+  }
+});
+
+// The bulk bar: "assign" with nobody chosen says so at once (the server refuses it too).
+function refusedBeforeAsking(form, submitter, action) {
+  const needs = form.dataset.needsAssignee;
+  const assignee = form.elements.namedItem("assignee");
+  if (!needs || action !== "assign" || !(assignee instanceof HTMLSelectElement)) return false;
+  if (assignee.value || (submitter && submitter.getAttribute("name") === "assign_to_me")) {
+    return false;
+  }
+  let note = form.querySelector(".bulk-refused");
+  if (!note) {
+    note = document.createElement("p");
+    note.className = "form-errors bulk-refused";
+    note.setAttribute("role", "alert");
+    form.prepend(note);
+  }
+  note.textContent = needs;
+  assignee.setAttribute("aria-invalid", "true");
+  assignee.focus();
+  return true;
+}
+
+// Ticked rows narrow the bulk bar to their groups; none ticked, it acts on all it shows.
+function chosenRows(form) {
+  if (!form.id) return [];
+  return Array.from(document.querySelectorAll(`input.choose-row[form="${form.id}"]:checked`));
+}
+
+function groupsOf(rows) {
+  return rows.reduce((sum, box) => sum + Number(box.dataset.groups || "0"), 0);
+}
+
+document.addEventListener("change", (event) => {
+  const box = event.target;
+  if (!(box instanceof HTMLInputElement) || !box.classList.contains("choose-row")) return;
+  const form = document.getElementById(box.getAttribute("form") || "");
+  if (!(form instanceof HTMLFormElement)) return;
+  const count = form.elements.namedItem("confirm_count");
+  if (!(count instanceof HTMLInputElement)) return;
+  if (!count.dataset.all) count.dataset.all = count.value;
+  const rows = chosenRows(form);
+  const scope = form.querySelector(".bulk-scope");
+  const said = form.querySelector(".bulk-chosen");
+  count.value = rows.length ? String(groupsOf(rows)) : count.dataset.all;
+  if (scope) scope.hidden = rows.length > 0;
+  form.querySelectorAll("button[data-label-chosen]").forEach((button) => {
+    if (!button.dataset.labelAll) button.dataset.labelAll = button.textContent || "";
+    button.textContent = rows.length ? button.dataset.labelChosen : button.dataset.labelAll;
+  });
+  if (said instanceof HTMLElement) {
+    said.hidden = rows.length === 0;
+    said.textContent = (said.dataset.template || "")
+      .replace("{count}", String(groupsOf(rows)))
+      .replace("{rows}", String(rows.length));
+  }
+});
+
+document.addEventListener("change", (event) => {
+  const select = event.target;
+  if (select instanceof HTMLSelectElement && select.name === "assignee" && select.value) {
+    select.removeAttribute("aria-invalid");
+    const note = select.form && select.form.querySelector(".bulk-refused");
+    if (note) note.remove();
   }
 });
 

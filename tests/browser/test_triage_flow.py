@@ -122,3 +122,42 @@ def test_operator_reconciles_an_uncertain_receipt(
         "not_applied",
         "operator-browser",
     )
+
+
+def test_ticked_rows_narrow_the_bulk_bar_and_nobody_to_assign_is_refused_first(
+    page: Any, live_server: Any, sign_in: Any, screenshot: Any
+) -> None:
+    _traffic()
+    sign_in("operator")
+    page.goto(f"{live_server.url}/?window=24h")
+    asked: list[str] = []
+    answer = {"accept": False}
+
+    def on_dialog(dialog: Any) -> None:
+        asked.append(dialog.message)
+        dialog.accept() if answer["accept"] else dialog.dismiss()
+
+    page.on("dialog", on_dialog)
+    bar = page.locator("#bulk-form")
+    # Assign with nobody chosen: refused at once, no question asked.
+    bar.locator("select[name=action]").select_option("assign")
+    bar.get_by_role("button", name=re.compile("^Apply to")).click()
+    expect(bar.locator(".bulk-refused")).to_have_text("Choose whom to assign.")
+    assert asked == []
+    bar.locator("select[name=action]").select_option("acknowledge")
+    # One row ticked: the bar speaks of its groups only, and so does the question.
+    page.locator("input.choose-row[value='synthesize/unsatisfied_field']").check()
+    expect(bar.locator(".bulk-chosen")).to_have_text("Chosen rows: 1, groups: 1.")
+    expect(bar.locator(".bulk-scope")).to_be_hidden()
+    screenshot("triage-chosen-rows")
+    answer["accept"] = True
+    bar.get_by_role("button", name="Apply to the chosen rows").click()
+    expect(page.locator(".msg-success")).to_contain_text("1 group")
+    assert asked == ["Apply acknowledge to the chosen rows (groups: 1)?"]
+    acknowledged = FailureGroup.objects.filter(status=GroupStatus.ACKNOWLEDGED)
+    assert list(acknowledged.values_list("reason", flat=True)) == ["unsatisfied_field"]
+    # Unticked, the bar is back to every group shown.
+    page.locator("input.choose-row[value='synthesize/unsatisfied_field']").check()
+    page.locator("input.choose-row[value='synthesize/unsatisfied_field']").uncheck()
+    expect(bar.locator(".bulk-scope")).to_be_visible()
+    expect(bar.get_by_role("button", name=re.compile("^Apply to \\d+ group"))).to_be_visible()

@@ -368,9 +368,10 @@ def test_bulk_acts_on_exactly_the_filtered_groups_and_can_be_undone(
     resolved = FailureGroup.objects.filter(status=GroupStatus.RESOLVED)
     assert list(resolved.values_list("pk", flat=True)) == shown
     bulk = BulkAction.objects.get()
-    page = client.get(f"/?{query}&status=all").content.decode()
+    page = client.get(f"/?{query}").content.decode()  # the view it was applied from
     assert f"/triage/bulk/{bulk.pk}/undo" in page
-    client.post(f"/triage/bulk/{bulk.pk}/undo")
+    undone = client.post(f"/triage/bulk/{bulk.pk}/undo")
+    assert undone["Location"] == f"/?{query}"  # back to that view
     assert not FailureGroup.objects.filter(status=GroupStatus.RESOLVED).exists()
     assert GroupEvent.objects.filter(action="undo").count() == 1
 
@@ -393,6 +394,47 @@ def test_bulk_on_the_first_screen_acts_on_its_window(
     client.post("/triage/bulk", {"action": "acknowledge", "confirm_count": "1", "query": ""})
     acknowledged = FailureGroup.objects.filter(status=GroupStatus.ACKNOWLEDGED)
     assert list(acknowledged.values_list("tool", flat=True)) == ["now"]
+
+
+def test_the_undo_offer_is_gone_once_the_view_changes(traffic: Any, client_as: Any) -> None:
+    client = client_as("operator")
+    query = "collection=logistics&window=24h"
+    client.post("/triage/bulk", {"action": "acknowledge", "confirm_count": "1", "query": query})
+    bulk = BulkAction.objects.get()
+    assert f"/triage/bulk/{bulk.pk}/undo" not in client.get("/?window=7d").content.decode()
+    # Gone for good: coming back to the first view does not bring it back.
+    assert f"/triage/bulk/{bulk.pk}/undo" not in client.get(f"/?{query}").content.decode()
+
+
+def test_ticked_rows_narrow_the_bulk_action_to_their_groups(traffic: Any, client_as: Any) -> None:
+    client = client_as("operator")
+    page = client.get("/?window=24h").content.decode()
+    assert (
+        '<input type="checkbox" class="choose-row" name="rows" value="execute/http_5xx" '
+        'form="bulk-form" data-groups="2" aria-label="http_5xx">'
+    ) in page
+    response = client.post(
+        "/triage/bulk",
+        {
+            "action": "acknowledge",
+            "confirm_count": "1",
+            "query": "window=24h",
+            "rows": ["xgen_transport/sse_dropped"],
+        },
+    )
+    assert response.status_code == 302
+    acknowledged = FailureGroup.objects.filter(status=GroupStatus.ACKNOWLEDGED)
+    assert list(acknowledged.values_list("reason", flat=True)) == ["sse_dropped"]
+    for rows in (["execute"], ["Execute/HTTP"], ["a/b"] * 501):
+        refused = client.post(
+            "/triage/bulk",
+            {"action": "resolve", "confirm_count": "0", "query": "window=24h", "rows": rows},
+            follow=True,
+        )
+        assert "not rows of this page" in refused.content.decode()
+    assert not FailureGroup.objects.filter(status=GroupStatus.RESOLVED).exists()
+    viewer = client_as("viewer").get("/?window=24h").content.decode()
+    assert 'class="choose-row"' not in viewer  # no bar to act with, no ticks
 
 
 def test_bulk_refuses_when_the_filter_now_shows_another_count(traffic: Any, client_as: Any) -> None:

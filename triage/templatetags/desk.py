@@ -233,6 +233,7 @@ def reason_rows(
     window_label: str = "",
     back_suffix: str = "",
     sort: str = "",
+    choosable: bool = False,
 ) -> SafeString:
     """The rows of one stage on the triage page, two <tr> per reason.
 
@@ -275,7 +276,7 @@ def reason_rows(
             format_html(
                 '<tr class="reason" data-shortcut-row data-stage="{}" data-reason="{}" '
                 'data-groups="{}">'
-                '<td></td><td class="nowrap reason-cell">'
+                '<td>{}</td><td class="nowrap reason-cell">'
                 '{}<a class="code" href="{}">{}</a>{}{}{}</td>'
                 '<td class="num count" title="{}">{}{}</td><td class="trend">{}</td>'
                 '<td class="small tools" data-label="{}">{}</td>'
@@ -287,6 +288,17 @@ def reason_rows(
                 row.stage,
                 row.reason,
                 len(row.groups),
+                # A tick chooses the row for the bulk bar (outside its form: form="bulk-form").
+                format_html(
+                    '<input type="checkbox" class="choose-row" name="rows" value="{}/{}" '
+                    'form="bulk-form" data-groups="{}" aria-label="{}">',
+                    row.stage,
+                    row.reason,
+                    len(row.groups),
+                    row.reason,
+                )
+                if choosable
+                else "",
                 _stage_label(row.stage) if section.flat else "",
                 opens,
                 row.reason,
