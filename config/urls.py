@@ -10,6 +10,7 @@ from django.urls import include, path
 from django.views.decorators.http import require_http_methods, require_safe
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
+from config.login import SignInForm
 from learning.api_urls import urlpatterns as learning_api_urls
 from triage.intake.otlp import OtlpTracesApi
 from triage.language import language_choose_view
@@ -32,7 +33,9 @@ urlpatterns = [
     # Django's sign-in view takes PUT as a POST: it answers GET and POST only.
     path(
         "accounts/login/",
-        require_http_methods(["GET", "POST"])(auth_views.LoginView.as_view()),
+        require_http_methods(["GET", "POST"])(
+            auth_views.LoginView.as_view(authentication_form=SignInForm)
+        ),
         name="login",
     ),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),

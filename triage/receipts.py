@@ -36,7 +36,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import urlencode
 from django.utils.timesince import timesince
-from django.utils.translation import gettext, gettext_lazy
+from django.utils.translation import gettext, gettext_lazy, ngettext
 
 if TYPE_CHECKING:
     from django_stubs_ext import StrOrPromise
@@ -455,14 +455,18 @@ def _not_started_rows(limit: int) -> tuple[list[ContradictionRow], int]:
     rows = []
     for receipt in receipts:
         call = calls.get(receipt.audit_id)
-        seen = "an outbound call"
+        seen = gettext("an outbound call")
         if call is not None:
             target = f"{call.method} {call.host}{call.path}".strip()
-            status = f" → {call.status}" if call.status else " (no status)"
-            matched = "run id" if call.tool_run_id else "idempotency key"
+            status = f" → {call.status}" if call.status else gettext(" (no status)")
             at = timezone.localtime(call.occurred_at)
             when = f"{at:%Y-%m-%d %H:%M:%S} {abbreviation(at)}"
-            seen = f"audit saw {target}{status} at {when} (matched by {matched})"
+            # Whole sentences, not a glued "matched by" + name: each language orders its own.
+            if call.tool_run_id:
+                seen = gettext("audit saw %(call)s at %(when)s (matched by run id)")
+            else:
+                seen = gettext("audit saw %(call)s at %(when)s (matched by idempotency key)")
+            seen %= {"call": f"{target}{status}", "when": when}
         said = " ".join(part for part in (receipt.result, receipt.code) if part)
         rows.append(_row(receipt, claim=f"not_started ({said})", evidence=seen))
     return rows, total
@@ -475,10 +479,24 @@ def _conflicting_completion_rows(limit: int) -> tuple[list[ContradictionRow], in
         differences = []
         if group["targets"] > 1:
             low, high = _short(group["target_low"]), _short(group["target_high"])
-            differences.append(f"{group['targets']} targets ({low} ≠ {high})")
+            differences.append(
+                ngettext(
+                    "%(count)d target (%(low)s ≠ %(high)s)",
+                    "%(count)d targets (%(low)s ≠ %(high)s)",
+                    group["targets"],
+                )
+                % {"count": group["targets"], "low": low, "high": high}
+            )
         if group["payloads"] > 1:
             low, high = _short(group["payload_low"]), _short(group["payload_high"])
-            differences.append(f"{group['payloads']} payloads ({low} ≠ {high})")
+            differences.append(
+                ngettext(
+                    "%(count)d payload (%(low)s ≠ %(high)s)",
+                    "%(count)d payloads (%(low)s ≠ %(high)s)",
+                    group["payloads"],
+                )
+                % {"count": group["payloads"], "low": low, "high": high}
+            )
         tools = group["tool_low"]
         if group["tool_high"] != tools:
             tools = f"{tools}, {group['tool_high']}"
@@ -490,7 +508,10 @@ def _conflicting_completion_rows(limit: int) -> tuple[list[ContradictionRow], in
                 collection=group["collection_low"],
                 idempotency_key=group["idempotency_key"],
                 lane="",
-                claim=f"completed {group['runs']} times",
+                claim=ngettext(
+                    "completed %(count)d time", "completed %(count)d times", group["runs"]
+                )
+                % {"count": group["runs"]},
                 evidence="; ".join(differences),
             )
         )
@@ -510,7 +531,9 @@ def _external_write_rows(limit: int) -> tuple[list[ContradictionRow], int]:
         _row(
             receipt,
             claim=f"external_write, {receipt.execution_state}",
-            evidence="no idempotency key: nothing to look the write up by, a retry may repeat it",
+            evidence=gettext(
+                "no idempotency key: nothing to look the write up by, a retry may repeat it"
+            ),
         )
         for receipt in receipts
     ], total

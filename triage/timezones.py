@@ -109,7 +109,8 @@ def local_moment(moment: datetime, *, weekday: bool = False) -> str:
     """One moment in the current zone, labelled: 'Dec 1 19:07 KST' ('Tue Dec 1 19:07 KST'
     with its weekday), in the page's language."""
     local = timezone.localtime(moment)
-    text = f"{date_format(local, 'D')} {_short(local)}" if weekday else _short(local)
+    # Where the weekday goes is the language's own: 'Sat Dec 5 17:00', '12월 5일 토요일 17:00'.
+    text = date_format(local, "WEEKDAY_DATETIME_FORMAT") if weekday else _short(local)
     return f"{text} {abbreviation(moment)}"
 
 

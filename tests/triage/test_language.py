@@ -109,8 +109,8 @@ def test_codes_stay_codes_and_meanings_are_korean(client_as: Any) -> None:
     page = client_as("viewer", **KOREAN_HEADER).get("/?window=24h").content.decode()
     for code in ("timeout", "http_5xx", "retry_safe", "execute"):
         assert code in page
-    # The seed's own words for http_5xx: meaning and usual action.
-    assert "downstream API server-side 실패" in page
+    # The seed's words for http_5xx ("server-side" said in Korean): meaning and usual action.
+    assert "downstream API가 서버 측에서 실패함" in page
     assert "안전할 때만 retry, API log 확인" in page
     assert "먼저 볼 것" in page
 

@@ -8,11 +8,11 @@ from typing import Any
 from urllib.parse import quote
 
 from django import template
-from django.contrib.humanize.templatetags.humanize import naturaltime
 from django.urls import reverse
 from django.utils.formats import date_format
 from django.utils.html import escape, format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
+from django.utils.timesince import timesince
 from django.utils.timezone import localtime
 from django.utils.translation import get_language, gettext, ngettext, pgettext
 from django.utils.translation import gettext as _
@@ -377,7 +377,8 @@ def _sort_value(row: Any, sort: str) -> SafeString:
         return format_html(
             '<br><span class="sort-value small muted" title="{}">{}</span>',
             date_format(localtime(moment), "SHORT_DATETIME_FORMAT"),
-            naturaltime(moment),
+            # Not humanize's naturaltime: its Korean puts a space in "11분 전".
+            gettext("%(since)s ago") % {"since": timesince(moment)},
         )
     return mark_safe("")
 
