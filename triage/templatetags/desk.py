@@ -378,7 +378,7 @@ def _sort_value(row: Any, sort: str) -> SafeString:
             '<br><span class="sort-value small muted" title="{}">{}</span>',
             date_format(localtime(moment), "SHORT_DATETIME_FORMAT"),
             # Not humanize's naturaltime: its Korean puts a space in "11분 전".
-            gettext("%(since)s ago") % {"since": timesince(moment)},
+            gettext("%(since)s ago") % {"since": timesince(moment, depth=1)},
         )
     return mark_safe("")
 
