@@ -137,6 +137,15 @@ class TriageFilterForm(forms.Form):
                  ("stage", gettext_lazy("sort: stage order"))],
         required=False,
     )  # fmt: skip
+    # Not a filter: one row per reason (the default) or one row per group.
+    view = forms.ChoiceField(
+        label=gettext_lazy("View"),
+        choices=[
+            ("", gettext_lazy("view: by reason")),
+            ("groups", gettext_lazy("view: by group")),
+        ],
+        required=False,
+    )
     # Not a filter: how often the table reloads itself, in the URL so a wall screen keeps it.
     refresh = forms.ChoiceField(
         choices=[("", _("auto-refresh: off")), ("10s", _("refresh every 10 s")),
@@ -163,6 +172,10 @@ class TriageFilterForm(forms.Form):
             else str(self[name].value() or "")
             for name in self.fields
         }
+
+    def view_mode(self) -> str:
+        """One row per reason, or per group ("groups"); a missing or refused one is reasons."""
+        return str(self._valid_data().get("view") or "reasons")
 
     def sort_order(self) -> str:
         """The chosen order of the rows; a missing or refused one is count."""

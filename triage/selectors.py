@@ -134,6 +134,31 @@ class GroupRow:
     window_count: int
     previous_count: int = 0
 
+    # What the sorts read, named as on a reason row (the group view sorts the same way).
+    @property
+    def count(self) -> int:
+        return self.window_count
+
+    @property
+    def trend(self) -> float:
+        return (self.window_count + 1) / (self.previous_count + 1)
+
+    @property
+    def stage(self) -> str:
+        return self.group.stage
+
+    @property
+    def reason(self) -> str:
+        return self.group.reason
+
+    @property
+    def first_seen(self) -> datetime:
+        return self.group.first_seen
+
+    @property
+    def last_seen(self) -> datetime:
+        return self.group.last_seen
+
 
 @dataclass
 class ReasonRow:
@@ -243,6 +268,10 @@ class TriageOverview:
     spark_hours: int
     spark_daily: bool
     spark_start: datetime
+    # One row per group, in the page's sort (the group view); and where the window starts,
+    # which tells a new group.
+    groups: list[GroupRow] = field(default_factory=list)
+    window_start: datetime | None = None
 
     @property
     def spark_unit(self) -> str:
@@ -597,7 +626,7 @@ SPIKE_FACTOR = 2
 SPIKE_MIN_RECORDS = 10
 
 
-def _sort_key(sort: str) -> Callable[[ReasonRow], Any]:
+def _sort_key(sort: str) -> Callable[[Any], Any]:
     if sort == "trend":
         return lambda row: (-row.trend, -row.count)
     if sort == "last_seen":
@@ -691,7 +720,7 @@ def triage_overview(
     lines = sorted(by_key.values(), key=_sort_key(sort))
     if sort != "stage":
         flat = StageSection("sorted", str(SORT_TITLES.get(sort, sort)), True, lines, flat=True)
-        return _overview([flat] if lines else [], groups, counts, spark)
+        return _overview([flat] if lines else [], groups, counts, spark, sort=sort, start=start)
     sections: dict[str, StageSection] = {}
     for line in lines:
         if line.stage not in sections:
@@ -700,13 +729,21 @@ def triage_overview(
                 line.stage, info.title if info else line.stage, info is not None, []
             )
         sections[line.stage].rows.append(line)
-    return _overview(list(sections.values()), groups, counts, spark)
+    return _overview(list(sections.values()), groups, counts, spark, sort=sort, start=start)
 
 
 def _overview(
-    sections: list[StageSection], groups: list[GroupRow], counts: dict[int, int], spark: _Spark
+    sections: list[StageSection],
+    groups: list[GroupRow],
+    counts: dict[int, int],
+    spark: _Spark,
+    *,
+    sort: str,
+    start: datetime,
 ) -> TriageOverview:
     return TriageOverview(
+        groups=sorted(groups, key=_sort_key(sort)),
+        window_start=start,
         sections=sections,
         group_ids=[row.group.pk for row in groups],
         total=sum(counts.values()),

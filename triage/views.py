@@ -100,6 +100,7 @@ def triage_page(request: HttpRequest) -> HttpResponse:
         "window": window,
         "default_window": default_window,
         "sort": form.sort_order(),
+        "view": form.view_mode(),
         "filters": filters,
         "overview": overview,
         "query": query,

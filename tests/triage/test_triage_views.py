@@ -1021,3 +1021,26 @@ def test_a_row_of_several_groups_opens_their_list_not_the_largest(
         f'<a class="code" href="/triage/groups/{group.pk}/?back=window%3D24h">sse_dropped</a>'
         in single
     )
+
+
+def test_the_group_view_has_one_row_per_group_in_the_pages_sort(
+    rising: APIClient, client_as: Any, django_assert_max_num_queries: Any
+) -> None:
+    """The noisiest group and a newly broken one are rows of their own, with the same
+    filters and sorts as the reason rows, and as few queries."""
+    ingest(rising, [failure_item(occurred_at=recent(3), tool="createRefund")])
+    client = client_as("viewer")
+    with django_assert_max_num_queries(12):  # as the reason view
+        page = client.get("/?window=24h&view=groups").content.decode()
+    table = page.split('id="groups-view"')[1].split("</table>")[0]
+    rows = table.split('<tr class="group-row"')[1:]
+    tools = [row.split('class="code truncate" title="')[1].split('"')[0] for row in rows]
+    # sse_dropped's group (12 in the window) first, then getOrder's http_5xx (4).
+    assert tools[:2] == ["getOrderDetail", "getOrder"] and "sse_dropped" in rows[0]
+    assert len(rows) == FailureGroup.objects.count()  # every group has records in the window
+    refund = next(row for row in rows if 'title="createRefund"' in row)
+    assert 'class="pill flag-new"' in refund and "yes, with backoff" in refund
+    assert '<option value="groups" selected>' in page
+    newest = client.get("/?window=24h&view=groups&sort=last_seen").content.decode()
+    first = newest.split('<tr class="group-row"')[1]
+    assert "not_retrieved" in first and 'class="sort-value small muted"' in first

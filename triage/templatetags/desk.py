@@ -362,6 +362,74 @@ def _row_texts() -> dict[str, Any]:
     return texts
 
 
+# The group view shows this many rows at most; the rest is counted and the filter narrows it.
+GROUP_VIEW_ROWS = 300
+
+
+@register.simple_tag
+def group_rows(
+    overview: Any, window_label: str = "", back_suffix: str = "", sort: str = ""
+) -> SafeString:
+    """The group view of the triage page: one row per group, in the page's sort."""
+    texts = _row_texts()
+    verdicts = texts["verdicts"]
+    start = overview.window_start
+    html = []
+    for row in overview.groups[:GROUP_VIEW_ROWS]:
+        group = row.group
+        new = (
+            format_html(
+                ' <span class="pill flag-new" title="{}">{}</span>',
+                gettext("first seen in the %(window)s") % {"window": window_label},
+                pgettext("reason row", "new"),
+            )
+            if start is not None and group.first_seen >= start
+            else ""
+        )
+        html.append(
+            format_html(
+                '<tr class="group-row" data-shortcut-row>'
+                '<td class="nowrap"><span class="muted small">{}</span> '
+                '<a class="code" href="{}">{}</a>{}</td>'
+                '<td class="small"><span class="code truncate" title="{}">{}</span></td>'
+                '<td class="small">{}</td>'
+                '<td class="num count">{}{}</td><td>{}</td>'
+                '<td class="small"><span class="verdict verdict-{}">{}</span></td>'
+                '<td class="nowrap">{}{}</td></tr>\n',
+                group.stage,
+                reverse("triage:group", args=[group.pk]) + back_suffix,
+                group.reason,
+                new,
+                group.tool or "-",
+                group.tool or gettext("(no tool)"),
+                group.collection or "-",
+                thousands(row.window_count),
+                _sort_value(row, sort),
+                lane_pill(group.lane),
+                group.lane,
+                verdicts.get(group.lane, group.lane),
+                status_pill(group.status),
+                format_html(' <span class="muted small">· {}</span>', group.assignee)
+                if group.assignee
+                else "",
+            )
+        )
+    hidden = len(overview.groups) - GROUP_VIEW_ROWS
+    if hidden > 0:
+        html.append(
+            format_html(
+                '<tr><td colspan="7" class="muted small">{}</td></tr>',
+                ngettext(
+                    "%(count)s more group: narrow the filter to see it.",
+                    "%(count)s more groups: narrow the filter to see them.",
+                    hidden,
+                )
+                % {"count": thousands(hidden)},
+            )
+        )
+    return mark_safe("".join(html))
+
+
 def _sort_value(row: Any, sort: str) -> SafeString:
     """What the rows are sorted by, under the count, when it is not the count itself: the
     trend's factor, or when the row was last or first seen (relative, exact on hover)."""
