@@ -269,3 +269,16 @@ def test_learning_evidence_stays_on_a_phone_screen(desk: Any, live_server: Any, 
     expect(tables["failures"]).to_contain_text("timeout")
     expect(tables["history"]).to_contain_text("in every case and every session so far")
     _fits(tab)
+
+
+@pytest.mark.parametrize("width", [PHONE, DESK])
+def test_the_triage_group_view_stacks_on_a_phone(desk: Any, live_server: Any, width: int) -> None:
+    _records()
+    tab = desk(width=width)
+    tab.goto(f"{live_server.url}/?window=24h&view=groups")
+    table = tab.locator("#groups-view")
+    expect(table.locator("tr.group-row")).to_have_count(1)
+    expect(table.locator(".pill.lane-reconcile_first")).to_have_text("reconcile_first")
+    _shot(tab, f"triage-groups-{width}")
+    _check(tab, table, width)
+    _fits(tab)

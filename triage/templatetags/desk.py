@@ -374,6 +374,14 @@ def group_rows(
     texts = _row_texts()
     verdicts = texts["verdicts"]
     start = overview.window_start
+    # What a phone shows before a cell's value (the table stacks there).
+    labels = {
+        "tool": gettext("tool"),
+        "collection": gettext("collection"),
+        "count": gettext("count"),
+        "lane": gettext("lane"),
+        "retry": gettext("safe to retry?"),
+    }
     html = []
     for row in overview.groups[:GROUP_VIEW_ROWS]:
         group = row.group
@@ -391,21 +399,26 @@ def group_rows(
                 '<tr class="group-row" data-shortcut-row>'
                 '<td class="nowrap"><span class="muted small">{}</span> '
                 '<a class="code" href="{}">{}</a>{}</td>'
-                '<td class="small"><span class="code truncate" title="{}">{}</span></td>'
-                '<td class="small">{}</td>'
-                '<td class="num count">{}{}</td><td>{}</td>'
-                '<td class="small"><span class="verdict verdict-{}">{}</span></td>'
+                '<td class="small" data-label="{}"><span class="code truncate" title="{}">{}</span>'
+                '</td><td class="small" data-label="{}">{}</td>'
+                '<td class="num count" data-label="{}">{}{}</td><td data-label="{}">{}</td>'
+                '<td class="small" data-label="{}"><span class="verdict verdict-{}">{}</span></td>'
                 '<td class="nowrap">{}{}</td></tr>\n',
                 group.stage,
                 reverse("triage:group", args=[group.pk]) + back_suffix,
                 group.reason,
                 new,
+                labels["tool"],
                 group.tool or "-",
                 group.tool or gettext("(no tool)"),
+                labels["collection"],
                 group.collection or "-",
+                labels["count"],
                 thousands(row.window_count),
                 _sort_value(row, sort),
+                labels["lane"],
                 lane_pill(group.lane),
+                labels["retry"],
                 group.lane,
                 verdicts.get(group.lane, group.lane),
                 status_pill(group.status),
