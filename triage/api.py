@@ -171,12 +171,17 @@ class TaxonomyApi(APIView):
         },
     )
     def get(self, request: Request) -> Response:
-        body, etag = taxonomy_document()
-        headers = {"ETag": etag, "Cache-Control": TAXONOMY_CACHE_CONTROL}
-        tags = _if_none_match(request.headers.get("If-None-Match", ""))
-        if etag in tags or "*" in tags:
-            return Response(status=304, headers=headers)
-        return Response(body, headers=headers)
+        return _polled_answer(request, *taxonomy_document())
+
+
+def _polled_answer(request: Request, body: dict[str, Any], etag: str) -> Response:
+    """A document runtimes poll: its ETag and cache time, or a bodiless 304 when the
+    request's If-None-Match holds the ETag."""
+    headers = {"ETag": etag, "Cache-Control": TAXONOMY_CACHE_CONTROL}
+    tags = _if_none_match(request.headers.get("If-None-Match", ""))
+    if etag in tags or "*" in tags:
+        return Response(status=304, headers=headers)
+    return Response(body, headers=headers)
 
 
 def _if_none_match(header: str) -> set[str]:
@@ -216,9 +221,4 @@ class ToolPoliciesApi(APIView):
             raise ValidationError(
                 {"collection": [f"The collection name {problem}."]}, code="invalid_field"
             )
-        body, etag = tool_policy_document(collection=collection)
-        headers = {"ETag": etag, "Cache-Control": TAXONOMY_CACHE_CONTROL}
-        tags = _if_none_match(request.headers.get("If-None-Match", ""))
-        if etag in tags or "*" in tags:
-            return Response(status=304, headers=headers)
-        return Response(body, headers=headers)
+        return _polled_answer(request, *tool_policy_document(collection=collection))

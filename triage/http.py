@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+from typing import Any
+
 from django.http import HttpRequest
 
 
@@ -11,3 +15,9 @@ def is_partial(request: HttpRequest) -> bool:
     the whole body)."""
     htmx = getattr(request, "htmx", None)
     return bool(htmx) and not htmx.boosted and not htmx.history_restore_request  # type: ignore[union-attr]
+
+
+def strong_etag(body: Any) -> str:
+    """A strong ETag of a JSON answer: a hash of its canonical form (keys sorted)."""
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return '"' + hashlib.sha256(canonical.encode()).hexdigest()[:32] + '"'

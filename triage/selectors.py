@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -27,6 +25,7 @@ from django.utils import timezone
 from django.utils.translation import get_language, gettext, gettext_lazy
 
 from triage import taxonomy
+from triage.http import strong_etag
 from triage.models import (
     UNCERTAIN_STATES,
     FailureGroup,
@@ -905,5 +904,4 @@ def tool_policy_document(*, collection: str) -> tuple[dict[str, Any], str]:
     )
     kept = dict(list(tools.items())[:TOOL_POLICY_DOCUMENT_LIMIT])
     body = {"collection": collection, "tools": kept, "truncated": truncated}
-    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return body, '"' + hashlib.sha256(canonical.encode()).hexdigest()[:32] + '"'
+    return body, strong_etag(body)

@@ -23,7 +23,6 @@ scrubbed like every body, so the group page shows what the agent was told.
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import re
 from collections.abc import Mapping
@@ -33,6 +32,7 @@ from typing import Any
 from django.conf import settings
 
 from triage import taxonomy
+from triage.http import strong_etag
 from triage.intake.normalize import FailureFields, ItemError, parse_failure
 from triage.lanes import Classification, most_cautious_lane
 from triage.storable import identifier_problem
@@ -388,5 +388,4 @@ def taxonomy_document() -> tuple[dict[str, Any], str]:
 @functools.lru_cache(maxsize=4)
 def _taxonomy_document(codes: tuple[tuple[str, str], ...]) -> tuple[dict[str, Any], str]:
     body: dict[str, Any] = {**taxonomy.public_document(), "envelope_codes": dict(codes)}
-    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return body, '"' + hashlib.sha256(canonical.encode()).hexdigest()[:32] + '"'
+    return body, strong_etag(body)
