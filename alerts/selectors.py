@@ -581,7 +581,8 @@ def _log_page(
     wanted = {
         delivery.pk: int(raw)
         for delivery in deliveries
-        if (raw := getattr(delivery, "payload_group_id", None)) and raw.isdigit()
+        # Text on PostgreSQL, a number on SQLite (its ->> keeps JSON's type).
+        if (raw := str(getattr(delivery, "payload_group_id", None) or "")).isdigit()
     }
     existing = (
         set(FailureGroup.objects.filter(pk__in=set(wanted.values())).values_list("pk", flat=True))
