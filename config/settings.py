@@ -65,6 +65,7 @@ INSTALLED_APPS = [
     "learning",
     "qualitylab",
     "alerts",
+    "contracts",
 ]
 
 MIDDLEWARE = [
@@ -283,6 +284,8 @@ CELERY_BEAT_SCHEDULE = {
     "evaluate-alert-rules": {"task": "alerts.tasks.evaluate_rules", "schedule": 60.0},
     # Retention: does nothing while TRIAGE_RETENTION_DAYS is 0.
     "prune-old-records": {"task": "triage.tasks.prune_old_records", "schedule": 3600.0},
+    # Contracts: counts what arrived for the contracts page (seed 004's rollout plan).
+    "scan-contracts": {"task": "contracts.tasks.scan_contracts", "schedule": 60.0},
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 CELERY_BROKER_CONNECTION_TIMEOUT = env_float("CELERY_BROKER_CONNECTION_TIMEOUT", 3.0)

@@ -11,6 +11,7 @@ from django.views.decorators.http import require_http_methods, require_safe
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from config.login import SignInForm
+from contracts.api import ContractsApi
 from learning.api_urls import urlpatterns as learning_api_urls
 from triage.intake.otlp import OtlpTracesApi
 from triage.language import language_choose_view
@@ -46,6 +47,7 @@ urlpatterns = [
     # OTLP/HTTP's fixed path: OTel exporters append it to OTEL_EXPORTER_OTLP_ENDPOINT.
     path("v1/traces", OtlpTracesApi.as_view(), name="otlp-traces"),
     path("api/v1/learning/", include((learning_api_urls, "learning-api"))),
+    path("api/v1/contracts", ContractsApi.as_view(), name="api-contracts"),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path(
         "api/docs/",
@@ -59,5 +61,6 @@ urlpatterns = [
     path("qualitylab/", include("qualitylab.urls")),
     path("learning/", include("learning.urls")),
     path("alerts/", include("alerts.urls")),
+    path("contracts/", include("contracts.urls")),
     path("", include("triage.urls")),
 ]

@@ -15,6 +15,7 @@ from triage.timezones import SERVER, abbreviation
 NAVIGATION = (
     (gettext_lazy("Triage"), "triage:home"),
     (gettext_lazy("Receipts"), "triage:receipts"),
+    (gettext_lazy("Contracts"), "contracts:home"),
     (gettext_lazy("Quality Lab"), "qualitylab:home"),
     (gettext_lazy("Learning"), "learning:home"),
     (gettext_lazy("Ingestion"), "triage:ingestion"),

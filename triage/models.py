@@ -362,6 +362,9 @@ class FailureRecord(models.Model):
     message = models.TextField(blank=True)
     tool = models.CharField(max_length=200, blank=True)
     side_effect = models.CharField(max_length=20, blank=True)
+    # The grade as the runtime sent it ("" when it sent none): `side_effect` is the policy's
+    # when a policy names the tool, and the contracts page counts what runtimes send.
+    sent_side_effect = models.CharField(max_length=20, blank=True, default="")
     plan_id = models.CharField(max_length=200, blank=True)
     step_id = models.CharField(max_length=200, blank=True)
     retryable = models.BooleanField()
@@ -419,6 +422,7 @@ class Receipt(models.Model):
     tool = models.CharField(max_length=200)
     tool_version = models.CharField(max_length=60, blank=True)
     side_effect = models.CharField(max_length=20, blank=True)
+    sent_side_effect = models.CharField(max_length=20, blank=True, default="")  # as sent
     authority_scope = models.CharField(max_length=300, blank=True)
     target_fingerprint = models.CharField(max_length=200, blank=True)
     payload_hash = models.CharField(max_length=200, blank=True)

@@ -1,0 +1,57 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.utils.translation import gettext_lazy
+
+from contracts.models import FindingKind
+from contracts.selectors import DEFAULT_DAYS, MAX_DAYS, ContractsFilters
+from triage.collection_names import collection_name_problem
+from triage.storable import identifier_problem
+
+
+class ContractsFilterForm(forms.Form):
+    """The page's, the API's and the CLI's filters: the window and one tool or collection."""
+
+    days = forms.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=MAX_DAYS,
+        label=gettext_lazy("days"),
+        error_messages={
+            "min_value": gettext_lazy("The window is 1 to %(limit_value)s days."),
+            "max_value": gettext_lazy("The window is 1 to %(limit_value)s days."),
+        },
+    )
+    collection = forms.CharField(required=False, max_length=200, strip=False)
+    tool = forms.CharField(required=False, max_length=200, strip=False)
+    kind = forms.ChoiceField(required=False, choices=[("", ""), *FindingKind.choices])
+
+    def clean_collection(self) -> str | None:
+        value = self.cleaned_data["collection"]
+        if value and (problem := collection_name_problem(value)):
+            raise forms.ValidationError(
+                gettext_lazy("The collection name %(problem)s."),
+                code="invalid_collection",
+                params={"problem": problem},
+            )
+        return value or None
+
+    def clean_tool(self) -> str | None:
+        value = self.cleaned_data["tool"]
+        if value and (problem := identifier_problem(value)):
+            raise forms.ValidationError(
+                gettext_lazy("The tool name holds %(problem)s."),
+                code="invalid_tool",
+                params={"problem": problem},
+            )
+        return value or None
+
+    def filters(self) -> ContractsFilters:
+        data: dict[str, Any] = self.cleaned_data
+        return ContractsFilters(
+            days=data.get("days") or DEFAULT_DAYS,
+            collection=data.get("collection"),
+            tool=data.get("tool"),
+        )
