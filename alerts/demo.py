@@ -32,6 +32,7 @@ RULES: tuple[tuple[str, dict[str, Any]], ...] = (
     ("retry-budget", {"kind": RuleKind.RETRY_BUDGET}),
     ("qualitylab-regression", {"kind": RuleKind.QUALITYLAB_REGRESSION, "pass_rate_floor": 0.9}),
     ("suggestion-waiting", {"kind": RuleKind.SUGGESTION_WAITING, "wait_minutes": 1}),
+    ("contract-violation", {"kind": RuleKind.CONTRACT_VIOLATION}),
 )  # fmt: skip
 
 

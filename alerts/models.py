@@ -102,6 +102,10 @@ class RuleKind(models.TextChoices):
         "suggestion_waiting",
         _("a promotable suggestion not decided after T minutes"),
     )
+    CONTRACT_VIOLATION = (
+        "contract_violation",
+        _("a tool broke a retry rule of its next-action contract (seed 004)"),
+    )
 
 
 # Judged from what ingest publishes at commit; every other kind by the beat task.
@@ -121,6 +125,7 @@ KIND_FILTERS: dict[str, tuple[str, ...]] = {
     RuleKind.RETRY_BUDGET: ("collection", "tool"),
     RuleKind.QUALITYLAB_REGRESSION: ("collection",),
     RuleKind.SUGGESTION_WAITING: ("collection",),
+    RuleKind.CONTRACT_VIOLATION: ("collection", "tool"),
 }
 
 

@@ -18,6 +18,7 @@ from django.conf import settings
 from django.db.models import Count, Exists, Max, Min, OuterRef, Prefetch, Q, QuerySet, Sum
 from django.db.models.fields.json import KT
 from django.urls import reverse
+from django.utils.http import urlencode
 from django.utils.translation import gettext, ngettext
 
 from alerts.models import (
@@ -28,6 +29,7 @@ from alerts.models import (
     RuleKind,
     RuleSubjectState,
 )
+from contracts.selectors import new_findings
 from learning.models import Suggestion, SuggestionStatus
 from qualitylab.models import CaseRun, RunStatus
 from qualitylab.selectors import previous_finished_run, run_scope
@@ -480,12 +482,80 @@ def suggestion_waiting_matches(rule: Rule, *, now: datetime) -> list[Match]:
     ]
 
 
+# New contract findings are looked for this far back (the beat runs every minute; a rule
+# made later never fires for what happened before it).
+CONTRACT_LOOKBACK = timedelta(hours=1)
+
+
+def contract_violation_matches(rule: Rule, *, now: datetime) -> list[Match]:
+    """Tools with retry rules broken since the last look, one subject per tool: a new
+    finding moves the window (its newest id), so each fires once, throttled per tool."""
+    since = max(now - CONTRACT_LOOKBACK, rule.created_at)
+    findings = new_findings(since=since)
+    if rule.collection:
+        findings = findings.filter(collection=rule.collection)
+    if rule.tool:
+        findings = findings.filter(tool=rule.tool)
+    rows = (
+        findings.order_by()
+        .values("collection", "tool")
+        .annotate(
+            broken=Count("pk"),
+            newest=Max("pk"),
+            first=Min("occurred_at"),
+            last=Max("occurred_at"),
+            kinds=Count("kind", distinct=True),
+            kind=Max("kind"),
+        )
+        .order_by("collection", "tool")[:MATCH_LIMIT]
+    )
+    matches = []
+    for row in rows:
+        query = {"tool": row["tool"], "days": 1} | (
+            {"collection": row["collection"]} if row["collection"] else {}
+        )
+        url = absolute_url(reverse("contracts:findings") + "?" + urlencode(query))
+        matches.append(
+            Match(
+                subject=f"contract:{row['collection']}/{row['tool']}"[:300],
+                window=f"finding:{row['newest']}",
+                group={
+                    "id": None,
+                    "stage": "execute",
+                    "reason": row["kind"],
+                    "tool": row["tool"],
+                    "collection": row["collection"],
+                    "lane": "",
+                    "url": url,
+                },
+                count=row["broken"],
+                window_start=row["first"],
+                window_end=row["last"],
+                first_seen=row["first"],
+                summary=ngettext(
+                    "%(tool)s in %(collection)s broke a retry rule of its contract "
+                    "(%(count)d operation)",
+                    "%(tool)s in %(collection)s broke retry rules of its contract "
+                    "(%(count)d operations)",
+                    row["broken"],
+                )
+                % {
+                    "tool": row["tool"],
+                    "collection": row["collection"] or gettext("no collection"),
+                    "count": row["broken"],
+                },
+            )
+        )
+    return matches
+
+
 BEAT_MATCHERS: dict[str, Callable[..., list[Match]]] = {
     RuleKind.SPIKE: spike_matches,
     RuleKind.RECONCILE_WAITING: reconcile_waiting_matches,
     RuleKind.RETRY_BUDGET: retry_budget_matches,
     RuleKind.QUALITYLAB_REGRESSION: qualitylab_regression_matches,
     RuleKind.SUGGESTION_WAITING: suggestion_waiting_matches,
+    RuleKind.CONTRACT_VIOLATION: contract_violation_matches,
 }
 
 

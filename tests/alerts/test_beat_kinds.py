@@ -241,3 +241,30 @@ def test_every_kind_has_a_beat_or_ingest_judge() -> None:
     from alerts.selectors import BEAT_MATCHERS
 
     assert set(BEAT_MATCHERS) | set(INGEST_KINDS) == set(RuleKind.values)
+
+
+def test_a_broken_contract_rule_fires_once_per_new_finding_of_its_tool(
+    receiver: WebhookReceiver, webhook: Channel, make_rule: Callable[..., Any], quiet_queue: Any
+) -> None:
+    from contracts.scan import contracts_scan
+
+    rule = make_rule(RuleKind.CONTRACT_VIOLATION, [webhook], tool="publish")
+    rule.created_at = timezone.now() - timedelta(minutes=30)
+    rule.save(update_fields=["created_at"])
+    blocked = {"result": "blocked", "code": "", "execution_state": "not_started"}
+    started = (timezone.now() - timedelta(minutes=20)).isoformat()
+    batch_ingest(
+        owner="beat",
+        items=[
+            receipt_item(f"p{i}", tool=tool, idempotency_key=f"{tool}-1", started_at=started,
+                         **blocked)
+            for i, tool in enumerate(["publish", "publish", "other", "other"])
+        ],
+    )  # fmt: skip
+    assert services.rules_evaluate().queued == []  # nothing counted yet
+    contracts_scan(now=timezone.now() + timedelta(minutes=5))
+    bodies = _evaluate_twice_within_the_interval(receiver)
+    assert [(body["kind"], body["group"]["tool"]) for body in bodies] == [
+        ("contract_violation", "publish")
+    ]
+    assert "/contracts/findings?" in bodies[0]["group"]["url"]

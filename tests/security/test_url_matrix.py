@@ -437,6 +437,8 @@ SITE: dict[str, Row] = {
     "api:api-tool-policies": Row(lambda w: "/api/v1/tool-policies?collection=shop",
                                  get={**api("read", readers=READERS), KEY_INGEST: OK},
                                  kind="api"),
+    "api-contracts": Row(lambda w: "/api/v1/contracts", get=api("read", readers=READERS),
+                         kind="api"),
     "learning-api:suggestions": Row(lambda w: "/api/v1/learning/suggestions?collection=bo-dev",
                                     get=api("read", readers=READERS), kind="api"),
     # Triage
@@ -455,6 +457,8 @@ SITE: dict[str, Row] = {
     "triage:group-undo": Row(lambda w: f"/triage/groups/{w.group}/undo/{w.group_action}",
                              post=page(OPERATORS)),
     "triage:receipts": Row(lambda w: "/receipts/", get=page(READERS)),
+    "contracts:home": Row(lambda w: "/contracts/", get=page(READERS)),
+    "contracts:findings": Row(lambda w: "/contracts/findings", get=page(READERS)),
     "triage:receipt-reconcile": Row(lambda w: f"/receipts/{w.receipt}/reconcile",
                                     post=page(OPERATORS),
                                     body=lambda w: {"finding": "applied", "note": "in the log"}),
