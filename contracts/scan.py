@@ -566,12 +566,15 @@ def _add_days(days: dict[tuple[str, str, date], dict[str, int]]) -> None:
             )
 
 
-def contracts_scan(*, now: datetime | None = None, max_rows: int = 50_000) -> ScanResult:
+def contracts_scan(
+    *, now: datetime | None = None, max_rows: int = 50_000, settle: timedelta = SETTLE
+) -> ScanResult:
     """Read what arrived since the last scan (at most about `max_rows` rows of each source)
-    and write its counters, trails and findings in one transaction."""
+    and write its counters, trails and findings in one transaction. `settle` may be 0 only
+    where nothing else writes meanwhile (the demo, a test)."""
     started = time.monotonic()
     now = now or timezone.now()
-    cutoff = now - SETTLE
+    cutoff = now - settle
     result = ScanResult()
     with transaction.atomic():
         for source in SOURCES:
@@ -609,10 +612,12 @@ def contracts_scan(*, now: datetime | None = None, max_rows: int = 50_000) -> Sc
     return result
 
 
-def contracts_scan_all(*, now: datetime | None = None) -> Iterable[ScanResult]:
+def contracts_scan_all(
+    *, now: datetime | None = None, settle: timedelta = SETTLE
+) -> Iterable[ScanResult]:
     """Scan until nothing is left below the settle line, one transaction per pass."""
     while True:
-        result = contracts_scan(now=now)
+        result = contracts_scan(now=now, settle=settle)
         yield result
         if result.done:
             return
