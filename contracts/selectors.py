@@ -6,6 +6,7 @@ number of records."""
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -84,7 +85,6 @@ class ToolContract:
     days: int = DEFAULT_DAYS
     rank: int = 0
     first_batch: bool = False
-    criteria: list[Criterion] = field(default_factory=list)
 
     @property
     def key(self) -> ToolKey:
@@ -161,8 +161,25 @@ class ToolContract:
         return self.findings.get(FindingKind.DOUBLE_COMPLETION, 0)
 
     @property
-    def met(self) -> list[Criterion]:
-        return [criterion for criterion in self.criteria if criterion.met]
+    def meets(self) -> dict[str, bool]:
+        """Which of the seed's criteria the tool meets (what the ranking reads)."""
+        rate = self.failure_rate
+        return {
+            "failing": (rate is not None and rate >= FAILURE_RATE_THRESHOLD)
+            or self.retries_a_month >= RETRIES_A_MONTH_THRESHOLD,
+            "stakes": self.side_effect in HIGH_STAKES_GRADES or self.approval_required,
+            "manual_check": self.reconciliations > 0 or self.uncertain > 0,
+            "duplicates": self.double_completions > 0,
+        }
+
+    @property
+    def met(self) -> list[str]:
+        return [code for code, met in self.meets.items() if met]
+
+    @functools.cached_property
+    def criteria(self) -> list[Criterion]:
+        """The criteria with their figures, in words (only for the rows a page shows)."""
+        return _criteria(self)
 
     @property
     def state(self) -> str:
@@ -196,11 +213,7 @@ def _criteria(tool: ToolContract) -> list[Criterion]:
     retries_text = ngettext(
         "%(count)s retry a month", "%(count)s retries a month", round(tool.retries_a_month)
     ) % {"count": f"{tool.retries_a_month:.0f}"}
-    failing = (rate is not None and rate >= FAILURE_RATE_THRESHOLD) or (
-        tool.retries_a_month >= RETRIES_A_MONTH_THRESHOLD
-    )
     grade = tool.side_effect or gettext("no policy")
-    stakes = tool.side_effect in HIGH_STAKES_GRADES or tool.approval_required
     checked = ngettext(
         "%(findings)s finding recorded", "%(findings)s findings recorded", tool.reconciliations
     ) % {"findings": tool.reconciliations}
@@ -210,20 +223,14 @@ def _criteria(tool: ToolContract) -> list[Criterion]:
     doubles = ngettext(
         "%(count)s double completion", "%(count)s double completions", tool.double_completions
     ) % {"count": tool.double_completions}
-    return [
-        Criterion("failing", failing, f"{rate_text}; {retries_text}"),
-        Criterion(
-            "stakes",
-            stakes,
-            grade + (" · " + gettext("approval required") if tool.approval_required else ""),
-        ),
-        Criterion(
-            "manual_check",
-            tool.reconciliations > 0 or tool.uncertain > 0,
-            f"{checked}; {uncertain}",
-        ),
-        Criterion("duplicates", tool.double_completions > 0, doubles),
-    ]
+    figures = {
+        "failing": f"{rate_text}; {retries_text}",
+        "stakes": grade
+        + (" \u00b7 " + gettext("approval required") if tool.approval_required else ""),
+        "manual_check": f"{checked}; {uncertain}",
+        "duplicates": doubles,
+    }
+    return [Criterion(code, met, figures[code]) for code, met in tool.meets.items()]
 
 
 _GRADE_WEIGHT = {"privileged": 3, "external_write": 2, "internal_write": 1}
@@ -253,25 +260,43 @@ class ContractsOverview:
     since: datetime
     scanned_at: datetime | None
 
+    limit: int | None = LIST_LIMIT  # rows each section shows (None: all)
+
+    def _shown(self, tools: list[ToolContract]) -> list[ToolContract]:
+        return tools if self.limit is None else tools[: self.limit]
+
     @property
     def first_batch(self) -> list[ToolContract]:
         return [tool for tool in self.tools if tool.first_batch]
 
     @property
+    def ranked(self) -> list[ToolContract]:
+        return self._shown(self.tools)
+
+    @property
     def sending(self) -> list[ToolContract]:
-        return [tool for tool in self.tools if tool.items]
+        return self._shown([tool for tool in self.tools if tool.items])
 
     @property
     def keeping_rules(self) -> list[ToolContract]:
-        return [tool for tool in self.tools if tool.violations or tool.receipts or tool.retries]
+        return self._shown(
+            [tool for tool in self.tools if tool.violations or tool.receipts or tool.retries]
+        )
 
     @property
     def self_reports(self) -> list[ToolContract]:
-        return [tool for tool in self.tools if tool.not_started_claims or tool.contradicted]
+        return self._shown(
+            [tool for tool in self.tools if tool.not_started_claims or tool.contradicted]
+        )
 
     @property
     def has_envelopes(self) -> bool:
         return any(tool.envelopes for tool in self.tools)
+
+    @property
+    def cut(self) -> bool:
+        """Some section shows fewer tools than it has."""
+        return self.limit is not None and len(self.tools) > self.limit
 
 
 def _since(now: datetime, days: int) -> datetime:
@@ -290,7 +315,9 @@ def _filtered(queryset: Any, filters: ContractsFilters, prefix: str = "") -> Any
     return queryset
 
 
-def contracts_overview(*, now: datetime, filters: ContractsFilters) -> ContractsOverview:
+def contracts_overview(
+    *, now: datetime, filters: ContractsFilters, limit: int | None = LIST_LIMIT
+) -> ContractsOverview:
     """Every tool with counters in the window, ranked by the seed's criteria; the first
     FIRST_BATCH_SIZE that meet any criterion are the seed's first batch. Ranks are the
     whole desk's, so a filter shows a tool at the place it holds among all of them."""
@@ -339,7 +366,6 @@ def contracts_overview(*, now: datetime, filters: ContractsFilters) -> Contracts
     for tool in tools.values():
         grade, approval = policies.get(tool.key) or policies.get(("", tool.tool)) or ("", False)
         tool.side_effect, tool.approval_required = grade, approval
-        tool.criteria = _criteria(tool)
     ranked = sorted(tools.values(), key=_rank_key)
     batch = 0
     for position, tool in enumerate(ranked, start=1):
@@ -354,7 +380,9 @@ def contracts_overview(*, now: datetime, filters: ContractsFilters) -> Contracts
         and (filters.tool is None or tool.tool == filters.tool)
     ]
     scanned = ScanMark.objects.aggregate(at=Max("scanned_at"))["at"]
-    return ContractsOverview(tools=shown, filters=filters, since=since, scanned_at=scanned)
+    return ContractsOverview(
+        tools=shown, filters=filters, since=since, scanned_at=scanned, limit=limit
+    )
 
 
 # --- the triage pages' badge --------------------------------------------------------------
@@ -391,6 +419,12 @@ def _uncontracted() -> frozenset[ToolKey]:
 
 def forget_memo() -> None:
     _MEMO["value"] = None
+
+
+def settle_memo(value: frozenset[ToolKey] = frozenset()) -> None:
+    """As after a read a moment ago (tests measure the pages' steady state with it)."""
+    _MEMO["value"] = value
+    _MEMO["at"] = time.monotonic()
 
 
 def uncontracted_first_batch(keys: Iterable[ToolKey]) -> dict[ToolKey, ToolBadge]:

@@ -32,12 +32,14 @@ def contracts_page(request: HttpRequest) -> HttpResponse:
         "window_choices": selectors.WINDOW_CHOICES,
         "fields": CONTRACT_FIELDS,
         "first_batch_size": selectors.FIRST_BATCH_SIZE,
-        "list_limit": selectors.LIST_LIMIT,
-        "show_all": request.GET.get("all") == "1",
         "now": now,
     }
     if status == 200:
-        context["overview"] = selectors.contracts_overview(now=now, filters=form.filters())
+        context["overview"] = selectors.contracts_overview(
+            now=now,
+            filters=form.filters(),
+            limit=None if request.GET.get("all") == "1" else selectors.LIST_LIMIT,
+        )
     return render(request, "contracts/contracts.html", context, status=status)
 
 

@@ -1,9 +1,20 @@
+"""The contracts page's rows, written in Python: a page of a hundred tools in four tables is
+thousands of cells, which Django's template loop renders about ten times slower (the triage
+page's rows are written the same way)."""
+
 from __future__ import annotations
 
+from typing import Any
+
 from django import template
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.http import urlencode
+from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext
 
-from contracts.selectors import percent_text
+from contracts.models import RETRY_RULE_KINDS, FindingKind
+from contracts.selectors import CRITERIA, ContractsOverview, ToolContract, percent_text
 
 register = template.Library()
 
@@ -20,3 +31,228 @@ def example_label(finding: object) -> str:
     if kind == "receipt":
         return gettext("receipt %(id)s") % {"id": number}
     return gettext("failure record %(id)s") % {"id": number}
+
+
+def _tool_cell(tool: ToolContract, label: str) -> SafeString:
+    return format_html(
+        '<td data-label="{}"><span class="code">{}</span> <span class="small muted">{}</span></td>',
+        label,
+        tool.tool,
+        tool.collection,
+    )
+
+
+def _findings_url(overview: ContractsOverview, tool: ToolContract, kind: str) -> str:
+    query = {"days": overview.filters.days, "kind": kind, "tool": tool.tool}
+    if tool.collection:
+        query["collection"] = tool.collection
+    return f"{reverse('contracts:findings')}?{urlencode(query)}"
+
+
+def _states() -> dict[str, tuple[str, str, str]]:
+    return {
+        "keeping": ("state-keeping", gettext("contracted, kept"),
+                    gettext("sends the five fields and broke no retry rule")),
+        "violating": ("state-violating", gettext("contracted, broken"),
+                      gettext("sends the five fields but broke a retry rule")),
+        "first_in_line": ("state-first", gettext("no contract"),
+                          gettext("in the first batch, without the five fields")),
+        "first_in_line_partly": ("state-first", gettext("partly sent"),
+                                 gettext("in the first batch, without the five fields")),
+        "partial": ("", gettext("partly sent"), ""),
+    }  # fmt: skip
+
+
+def _state(tool: ToolContract, states: dict[str, tuple[str, str, str]], none: str) -> SafeString:
+    state = tool.state
+    if state == "first_in_line" and tool.coverage != "none":
+        state = "first_in_line_partly"
+    if state not in states:
+        return format_html('<span class="muted small">{}</span>', none)
+    css, text, title = states[state]
+    return format_html('<span class="pill {}" title="{}">{}</span>', css, title, text)
+
+
+@register.simple_tag
+def ranked_rows(overview: ContractsOverview) -> SafeString:
+    labels = {
+        "rank": gettext("rank"),
+        "tool": gettext("tool"),
+        "contract": gettext("contract"),
+        "batch": gettext("first batch"),
+        "batch_title": gettext("in the seed first batch: contract this tool first"),
+        "meets": gettext("meets"),
+        "no": gettext("no"),
+        "no_collection": gettext("no collection"),
+    }
+    states, none = _states(), gettext("none sent")
+    criteria = {code: str(label) for code, label in CRITERIA.items()}
+    rows = []
+    for tool in overview.ranked:
+        query = {"days": overview.filters.days, "tool": tool.tool}
+        if tool.collection:
+            query["collection"] = tool.collection
+        batch = (
+            format_html(
+                '<br><span class="pill first-batch-pill" title="{}">{}</span>',
+                labels["batch_title"],
+                labels["batch"],
+            )
+            if tool.first_batch
+            else ""
+        )
+        cells = format_html_join(
+            "",
+            '<td data-label="{}" class="criterion{}">{}<br><span class="small">{}</span></td>',
+            (
+                (
+                    criteria[criterion.code],
+                    " met" if criterion.met else "",
+                    format_html("<strong>&#10003; {}</strong>", labels["meets"])
+                    if criterion.met
+                    else format_html('<span class="muted">{}</span>', labels["no"]),
+                    criterion.figure,
+                )
+                for criterion in tool.criteria
+            ),
+        )
+        rows.append(
+            format_html(
+                '<tr{}><td class="num" data-label="{}">{}{}</td>'
+                '<td data-label="{}"><a class="code" href="?{}">{}</a><br>'
+                '<span class="small muted">{}</span></td><td data-label="{}">{}</td>{}</tr>\n',
+                mark_safe(' class="first-batch"') if tool.first_batch else "",
+                labels["rank"],
+                tool.rank,
+                batch,
+                labels["tool"],
+                urlencode(query),
+                tool.tool,
+                tool.collection or labels["no_collection"],
+                labels["contract"],
+                _state(tool, states, none),
+                cells,
+            )
+        )
+    return mark_safe("".join(rows))
+
+
+@register.simple_tag
+def sent_rows(overview: ContractsOverview) -> SafeString:
+    tool_label, items_label = gettext("tool"), gettext("items")
+    rows = []
+    for tool in overview.sending:
+        cells = format_html_join(
+            "",
+            '<td class="num{}" data-label="{}">{}</td>',
+            ((" contradiction" if value == 0 else "", name, percent_text(value))
+             for name, value in tool.shares),
+        )  # fmt: skip
+        rows.append(
+            format_html(
+                '<tr>{}<td class="num" data-label="{}">{}</td>{}</tr>\n',
+                _tool_cell(tool, tool_label),
+                items_label,
+                f"{tool.items:,}",
+                cells,
+            )
+        )
+    return mark_safe("".join(rows))
+
+
+@register.simple_tag
+def envelope_rows(overview: ContractsOverview) -> SafeString:
+    tool_label, envelopes_label = gettext("tool"), gettext("envelopes")
+    rows = []
+    for tool in overview.sending:
+        if not tool.envelopes:
+            continue
+        cells = format_html_join(
+            "",
+            '<td class="num" data-label="{}">{}</td>',
+            ((name, percent_text(value)) for name, value in tool.envelope_shares),
+        )
+        rows.append(
+            format_html(
+                '<tr>{}<td class="num" data-label="{}">{}</td>{}</tr>\n',
+                _tool_cell(tool, tool_label),
+                envelopes_label,
+                f"{tool.envelopes:,}",
+                cells,
+            )
+        )
+    return mark_safe("".join(rows))
+
+
+@register.simple_tag
+def rule_rows(overview: ContractsOverview) -> SafeString:
+    tool_label, broken_label = gettext("tool"), gettext("broken")
+    kinds = {kind: str(FindingKind(kind).label) for kind in RETRY_RULE_KINDS}
+    rows = []
+    for tool in overview.keeping_rules:
+        cells = format_html_join(
+            "",
+            '<td class="num" data-label="{}">{}</td>',
+            (
+                (
+                    kinds[kind],
+                    format_html(
+                        '<a class="contradiction" href="{}">{}</a>',
+                        _findings_url(overview, tool, kind),
+                        tool.findings[kind],
+                    )
+                    if tool.findings.get(kind)
+                    else "0",
+                )
+                for kind in RETRY_RULE_KINDS
+            ),
+        )
+        rows.append(
+            format_html(
+                '<tr>{}{}<td class="num" data-label="{}"><strong>{}</strong></td></tr>\n',
+                _tool_cell(tool, tool_label),
+                cells,
+                broken_label,
+                tool.violations,
+            )
+        )
+    return mark_safe("".join(rows))
+
+
+@register.simple_tag
+def self_report_rows(overview: ContractsOverview) -> SafeString:
+    labels = (gettext("not_started claims"), gettext("the audit saw the call"))
+    doubles_label, tool_label = gettext("double completions"), gettext("tool")
+    rows = []
+    for tool in overview.self_reports:
+        seen: Any = "0"
+        if tool.contradicted:
+            seen = format_html(
+                '<a class="contradiction" href="{}">{}</a>{}',
+                _findings_url(overview, tool, "not_started_contradicted"),
+                tool.contradicted,
+                f" ({percent_text(tool.contradicted_share)})"
+                if tool.contradicted_share is not None
+                else "",
+            )
+        doubles: Any = "0"
+        if tool.double_completions:
+            doubles = format_html(
+                '<a class="contradiction" href="{}">{}</a>',
+                _findings_url(overview, tool, "double_completion"),
+                tool.double_completions,
+            )
+        rows.append(
+            format_html(
+                '<tr>{}<td class="num" data-label="{}">{}</td><td class="num" data-label="{}">'
+                '{}</td><td class="num" data-label="{}">{}</td></tr>\n',
+                _tool_cell(tool, tool_label),
+                labels[0],
+                tool.not_started_claims,
+                labels[1],
+                seen,
+                doubles_label,
+                doubles,
+            )
+        )
+    return mark_safe("".join(rows))

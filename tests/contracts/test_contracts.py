@@ -381,3 +381,25 @@ def test_a_window_of_seven_days_leaves_older_days_out(ingest_client: APIClient) 
     _scan()
     overview = contracts_overview(now=timezone.now(), filters=ContractsFilters(days=7))
     assert [tool.tool for tool in overview.tools] == ["recent"]
+
+
+def test_envelopes_count_their_fields_and_the_five_fields_they_carry(
+    ingest_client: APIClient,
+) -> None:
+    from tests.triage.test_envelope import envelope_item
+
+    _ingest(
+        ingest_client,
+        envelope_item(occurred_at=_at(1)),
+        envelope_item(occurred_at=_at(2), user_safe_message=None, evidence=None),
+    )
+    _scan()
+    tool = _tools()["send_invoice"]
+    assert tool.envelopes == 2
+    shares = dict(tool.envelope_shares)
+    assert shares["status"] == 1.0 and shares["retry.next_action"] == 1.0
+    assert shares["user_safe_message"] == 0.5 and shares["evidence"] == 0.5
+    # The envelope's next action and key are the contract's, as sent.
+    assert tool.share("next_action") == 1.0
+    assert tool.share("idempotency") == 1.0
+    assert tool.share("evidence_ref") == 0.5
