@@ -98,6 +98,7 @@ class OperationTrail(models.Model):
                 fields=["collection", "tool", "operation"], name="operation_trail_unique"
             )
         ]
+        indexes = [models.Index(fields=["updated_at"], name="operation_trail_idle")]
 
     def __str__(self) -> str:
         return f"{self.collection}/{self.tool} {self.operation}"

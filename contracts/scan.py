@@ -44,6 +44,11 @@ SETTLE = timedelta(seconds=60)
 CHUNK = 5000
 TRAIL_CAP = 100  # attempts kept per operation (the newest)
 SOURCES = ("record", "receipt", "runner", "audit", "reconciliation")
+# An operation nobody called for this long starts a new trail (a call a month later is no
+# automatic retry); counters and findings older than the longest window are dropped.
+TRAIL_IDLE = timedelta(days=30)
+KEEP = timedelta(days=366)
+PRUNE_BATCH = 5000
 SUCCESS_EVENT = "step.completed"
 
 ToolKey = tuple[str, str]
@@ -604,12 +609,25 @@ def contracts_scan(
         ContractFinding.objects.bulk_create(work.findings, batch_size=500, ignore_conflicts=True)
         result.findings = len(work.findings)
         ScanMark.objects.bulk_update(marks.values(), ["last_id", "scanned_at"])
+    _prune(now)
     if result.total:
         from contracts.selectors import standing_refresh
 
         standing_refresh(now=now)
     result.seconds = time.monotonic() - started
     return result
+
+
+def _prune(now: datetime) -> None:
+    """Drop idle trails and counters past every window, a bounded batch per scan."""
+    for queryset in (
+        OperationTrail.objects.filter(updated_at__lt=now - TRAIL_IDLE),
+        ToolDay.objects.filter(day__lt=(now - KEEP).date()),
+        ContractFinding.objects.filter(occurred_at__lt=now - KEEP),
+    ):
+        ids = list(queryset.order_by("pk").values_list("pk", flat=True)[:PRUNE_BATCH])
+        if ids:
+            queryset.model.objects.filter(pk__in=ids).delete()
 
 
 def contracts_scan_all(

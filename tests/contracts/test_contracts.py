@@ -403,3 +403,16 @@ def test_envelopes_count_their_fields_and_the_five_fields_they_carry(
     assert tool.share("next_action") == 1.0
     assert tool.share("idempotency") == 1.0
     assert tool.share("evidence_ref") == 0.5
+
+
+def test_idle_trails_and_old_counters_are_dropped(ingest_client: APIClient) -> None:
+    from contracts.models import OperationTrail, ToolDay
+
+    _ingest(ingest_client, _receipt("aging", "old-1", 1))
+    _scan()
+    assert OperationTrail.objects.filter(tool="aging").exists()
+    contracts_scan(now=timezone.now() + timedelta(days=31))
+    assert not OperationTrail.objects.filter(tool="aging").exists()
+    assert ToolDay.objects.filter(tool="aging").exists()  # counters stay for a year
+    contracts_scan(now=timezone.now() + timedelta(days=400))
+    assert not ToolDay.objects.filter(tool="aging").exists()
