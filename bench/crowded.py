@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/crowded.py [--records 1000000] [--seconds 30] [--senders 2]
         [--batch 500] [--ingest-workers 2] [--ingest-threads 16] [--slots N] [--repeat 3]
-        [--database-url URL]
+        [--database-url URL] [--strict]
 
 A connection stays with the gunicorn worker that accepted it, and a gthread worker accepts
 whatever its batch slots hold, so a few senders' keep-alive connections often all land on
@@ -25,12 +25,19 @@ the ingest status codes, which worker held which connection halfway through, and
 cores the pool and its PostgreSQL backends used. ``--repeat`` rounds of both, in turns.
 The target: crowded at least 0.8x of spread (with a slot per process instead of per
 pool, a crowded pool ingests on one worker's one slot: about half).
+
+Each run is checked as ``bench/incident.py`` checks its senders' runs before a rate counts:
+accepted items only (never duplicates or refused ones), answers 200 or a wait-and-retry,
+batches to the end, and a database copy holding exactly what was accepted (the placing
+batches included). A run that fails is BROKEN: no rate or ratio from it, the target MISS,
+exit 2. A missed target exits 1 with ``--strict``.
 """
 
 from __future__ import annotations
 
 import argparse
 import http.client
+import json
 import os
 import signal
 import statistics
@@ -45,7 +52,9 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.incident import (  # noqa: E402
+    Cpu,
     Pools,
+    Row,
     Tally,
     _sender,
     cpu_meter,
@@ -53,15 +62,18 @@ from bench.incident import (  # noqa: E402
     fresh_copy,
     prepare,
     sender_batches,
+    stored_by_key,
 )
 from bench.ingest import ServerConfig, app_env, children, serve  # noqa: E402
 from bench.triage_scale import DEFAULT_DATABASE_URL, copy_url, drop_database  # noqa: E402
+from bench.verdict import Verdicts, add_strict_argument, ratio, stop_broken  # noqa: E402
 
 TARGET_RATIO = 0.8
 
 
-def _connect(port: int, key: str, batch: bytes) -> http.client.HTTPConnection:
-    """A keep-alive connection that has posted one batch (so a worker has accepted it)."""
+def _connect(port: int, key: str, batch: bytes, placed: Tally) -> http.client.HTTPConnection:
+    """A keep-alive connection that has posted one batch (so a worker has accepted it); the
+    batch's items count in `placed`, untimed, and must all be accepted."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
     conn.request(
         "POST",
@@ -70,9 +82,13 @@ def _connect(port: int, key: str, batch: bytes) -> http.client.HTTPConnection:
         headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
     )
     response = conn.getresponse()
-    response.read()
+    answer = response.read()
     if response.status != 200:
-        raise SystemExit(f"placing a connection: the pool answered {response.status}")
+        stop_broken(f"placing a connection: the pool answered {response.status}")
+    outcome = json.loads(answer)
+    if outcome["accepted"] != len(json.loads(batch)["items"]):
+        stop_broken(f"placing a connection: not every item was accepted: {outcome}")
+    placed.records += outcome["accepted"]
     return conn
 
 
@@ -87,10 +103,9 @@ def _grown(master: int, workers: int) -> list[int]:
     return found
 
 
-def run(
-    *, placement: str, env: dict[str, str], args: argparse.Namespace, key: str
-) -> tuple[Tally, list[int], float]:
-    """One run: records tally, connections by worker halfway, the pool's cores."""
+def run(*, placement: str, env: dict[str, str], args: argparse.Namespace, key: str) -> Row:
+    """One run: its tally, the pool's cores and which worker held which connection halfway
+    (``row.cpu``), and what the database holds of the senders' key afterwards."""
     batches = sender_batches(
         max(20, int(args.seconds * 12_000 / args.batch)),
         args.batch,
@@ -102,9 +117,10 @@ def run(
     slots = {"TRIAGE_INGEST_CONCURRENT_BATCHES": str(args.slots or args.ingest_workers)}
     with serve("config.wsgi", one, {**env, **slots}) as (port, _, master):
         first = children(master)[0]
-        conns = [_connect(port, key, batches.pop())]
+        placed = Tally()
+        conns = [_connect(port, key, batches.pop(), placed)]
         if placement == "crowded":  # every sender on the one worker there is
-            conns += [_connect(port, key, batches.pop()) for _ in range(args.senders - 1)]
+            conns += [_connect(port, key, batches.pop(), placed) for _ in range(args.senders - 1)]
         for _ in range(args.ingest_workers - 1):
             os.kill(master, signal.SIGTTIN)
         workers = _grown(master, args.ingest_workers)
@@ -115,7 +131,7 @@ def run(
                 for pid in paused:
                     os.kill(pid, signal.SIGSTOP)
                 try:
-                    conns.append(_connect(port, key, batches.pop()))
+                    conns.append(_connect(port, key, batches.pop(), placed))
                 finally:
                     for pid in paused:
                         os.kill(pid, signal.SIGCONT)
@@ -132,7 +148,22 @@ def run(
                 thread.start()
             for thread in threads:
                 thread.join()
-    return tally, cpu.ingest_connections, cpu.ingest + cpu.niced_backends + cpu.backends
+    return Row(
+        placement,
+        placement,
+        tally,
+        args.seconds,
+        cpu,
+        viewers=False,
+        senders=True,
+        warm_records=placed.records,
+        stored=stored_by_key(env["DATABASE_URL"], key),
+    )
+
+
+def cores(cpu: Cpu) -> float:
+    """The ingest pool's and its PostgreSQL backends' cores."""
+    return cpu.ingest + cpu.niced_backends + cpu.backends
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -148,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--database-url", default=DEFAULT_DATABASE_URL)
+    add_strict_argument(parser)
     args = parser.parse_args(argv)
     if not 2 <= args.senders <= args.ingest_workers:
         parser.error("--senders must be 2 or more, and no more than --ingest-workers")
@@ -156,30 +188,40 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.update(env)
     prepare(args.database_url, args.records, env)
     _, key = credentials()
-    ratios = []
+    verdicts = Verdicts()
+    ratios: list[float] = []
     for number in range(1, args.repeat + 1):
-        rates = {}
+        rows = {}
         for placement in ("spread", "crowded"):
             print(f"round {number}: {placement}, {args.seconds:.0f} s", flush=True)
-            tally, held, cores = run(placement=placement, env=env, args=args, key=key)
-            rates[placement] = tally.records / args.seconds
-            statuses = dict(sorted(tally.ingest_status.items()))
+            row = rows[placement] = run(placement=placement, env=env, args=args, key=key)
+            statuses = dict(sorted(row.tally.ingest_status.items()))
+            held = " + ".join(map(str, row.cpu.ingest_connections)) or "?"
+            checked = verdicts.check(
+                placement, [f"round {number}: {problem}" for problem in row.problems()]
+            )
+            # Accepted items only, from a run that passed its check.
+            rate = f"{row.rate or 0:>7,.0f} records/s" if checked else "      - records/s"
             print(
-                f"  {placement:<8} {rates[placement]:>7,.0f} records/s  ingest {statuses}; "
-                f"connections by worker {' + '.join(map(str, held)) or '?'}; "
-                f"pool + its backends {cores:.2f} cores"
-                + (" (the senders ran out of batches)" if tally.ran_out else ""),
+                f"  {placement:<8} {rate}  ingest {statuses}; connections by worker {held}; "
+                f"pool + its backends {cores(row.cpu):.2f} cores",
                 flush=True,
             )
-        ratios.append(rates["crowded"] / rates["spread"])
-        print(f"  crowded against spread: {ratios[-1]:.2f}x", flush=True)
+        found = ratio(rows["crowded"].rate, rows["spread"].rate)
+        if verdicts.passed("spread", "crowded") and found is not None:
+            ratios.append(found)
+            print(f"  crowded against spread: {found:.2f}x", flush=True)
     drop_database(copy_url(args.database_url, "incident"))
-    ratio = statistics.median(ratios)
-    print(
-        f"{'PASS' if ratio >= TARGET_RATIO else 'MISS'}  crowded {ratio:.2f}x of spread, the "
-        f"median of {len(ratios)} rounds (target >= {TARGET_RATIO}x)"
-    )
-    return 0
+
+    def judge() -> tuple[bool, str]:
+        found = statistics.median(ratios)
+        return found >= TARGET_RATIO, (
+            f"crowded {found:.2f}x of spread, the median of {len(ratios)} rounds "
+            f"(target >= {TARGET_RATIO}x)"
+        )
+
+    verdicts.target("crowded against spread", needs=["spread", "crowded"], judge=judge)
+    return verdicts.exit_status(strict=args.strict)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
     .venv/bin/python bench/incident.py [--records 1000000] [--seconds 20] [--viewers 4]
         [--think 1] [--senders 2] [--batch 500] [--web-workers 2] [--ingest-workers 2]
         [--ingest-threads 16] [--ingest-slots N] [--nice 10] [--repeat 1] [--runs a,b,c,c0,d]
-        [--occurred now|month] [--database-url URL] [--prepare-only]
+        [--occurred now|month] [--database-url URL] [--prepare-only] [--strict]
 
 What one run does:
 
@@ -51,6 +51,14 @@ What one run does:
    round's table and ratios, and judges the targets on the median of the rounds' ratios:
    on a noisy host the viewers-alone run alone moved by 1.4x between rounds minutes
    apart.
+4. Checks every run before its figures count (``bench/verdict.py``): only pages answered
+   200 are timed, and any other answer (an error page is quick and wrong) fails the run;
+   a sender's answers must be 200 or a wait-and-retry (429, 503), with no duplicate and
+   no refused item, the senders must not run out of batches, and afterwards the run's
+   database copy must hold exactly the claims and records the answers accepted. A rate
+   counts accepted items only, and a baseline that measured nothing is no baseline (never
+   1). A run that fails its check is BROKEN: no ratio is printed from it, the targets it
+   feeds print MISS and the bench exits 2. A missed target exits 1 with ``--strict``.
 
 The machine is shared and noisy: compare the rows of one run, not figures across runs.
 """
@@ -103,8 +111,13 @@ from bench.triage_scale import (  # noqa: E402
     record_count,
     vacuum_analyze,
 )
+from bench.verdict import Verdicts, add_strict_argument, ratio, stop_broken  # noqa: E402
 
 VIEWER_PATHS = ("/", "/?window=7d", "/?window=1h", "/receipts/")
+# The answers that ask a sender to wait and send the batch again (the ingest pool busy, a
+# quota): the batch goes back on the pile, as a reporter retries it. Any other answer but
+# 200 is a failure of the run.
+RETRIED = (429, 503)
 TARGET_PAGE_RATIO = 1.5
 TARGET_INGEST_RATIO = 0.7
 
@@ -136,6 +149,24 @@ def fresh_copy(database_url: str) -> str:
     with psycopg.connect(target, autocommit=True) as conn:
         conn.execute("CHECKPOINT")
     return target
+
+
+def stored_by_key(database_url: str, key: str) -> tuple[int, int]:
+    """(ingest claims, failure records) stored for the owner of the API key `key`."""
+    import psycopg
+
+    lookup = key.split("_", 2)[1]  # td_<lookup id>_<secret>
+    with psycopg.connect(database_url) as conn:
+        row = conn.execute(
+            "SELECT (SELECT count(*) FROM triage_ingestitem WHERE owner = k.owner),"
+            " (SELECT count(*) FROM triage_failurerecord r"
+            "  JOIN triage_ingestbatch b ON b.id = r.batch_id WHERE b.owner = k.owner)"
+            " FROM triage_apikey k WHERE k.lookup_id = %s",
+            [lookup],
+        ).fetchone()
+    if row is None:
+        raise SystemExit(f"no API key {lookup} in {database_url}")
+    return int(row[0]), int(row[1])
 
 
 def credentials() -> tuple[str, str]:
@@ -189,13 +220,14 @@ def sender_batches(count: int, size: int, *, tag: str, occurred: str = "now") ->
 
 @dataclass
 class Tally:
-    pages_ms: list[float] = field(default_factory=list)
+    pages_ms: list[float] = field(default_factory=list)  # pages answered 200 only
     path_ms: dict[str, list[float]] = field(default_factory=dict)  # the same pages by path
-    page_status: Counter[int] = field(default_factory=Counter)
+    page_status: Counter[int] = field(default_factory=Counter)  # every page, 0: no answer
     batch_ms: list[float] = field(default_factory=list)
     ingest_status: Counter[int] = field(default_factory=Counter)
-    records: int = 0  # accepted and duplicate items (both are in the desk)
-    duplicates: int = 0
+    records: int = 0  # items accepted: the only ones a rate counts
+    duplicates: int = 0  # each run's batches are new: a duplicate is the benchmark's own
+    rejected: int = 0  # items refused in a 207 answer
     ran_out: bool = False  # the senders sent every batch built for the run before its end
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -215,6 +247,7 @@ class Tally:
             self.ingest_status.update(other.ingest_status)
             self.records += other.records
             self.duplicates += other.duplicates
+            self.rejected += other.rejected
             self.ran_out = self.ran_out or other.ran_out
 
 
@@ -248,9 +281,10 @@ def _viewer(
             status = 0
         elapsed = (time.perf_counter() - started) * 1000
         with tally.lock:
-            tally.pages_ms.append(elapsed)
-            tally.path_ms.setdefault(path, []).append(elapsed)
             tally.page_status[status] += 1
+            if status == 200:  # an error page is quick and wrong: never a timed page
+                tally.pages_ms.append(elapsed)
+                tally.path_ms.setdefault(path, []).append(elapsed)
         if think:  # reading the page before the next click: half to one and a half `think`
             time.sleep(min(pause.uniform(0.5, 1.5) * think, max(0.0, stop_at - time.monotonic())))
     conn.close()
@@ -283,24 +317,26 @@ def _sender(
             response = conn.getresponse()
             answer = response.read()
             status = response.status
+            stored = duplicates = rejected = 0
             if status in (200, 207):
                 outcome = json.loads(answer)
+                stored = int(outcome["accepted"])
                 duplicates = int(outcome["duplicates"])
-                stored = int(outcome["accepted"]) + duplicates
-            else:
-                stored = duplicates = 0
+                rejected = int(outcome["rejected"]) + int(outcome.get("conflicts", 0))
+            elif status in RETRIED:
                 wait = float(response.getheader("Retry-After") or 0)
                 with tally.lock:
                     batches.append(body)  # a refused batch is sent again, as a reporter does
         except (OSError, http.client.HTTPException):
             conn.close()
             conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-            status, stored, duplicates = 0, 0, 0
+            status, stored, duplicates, rejected = 0, 0, 0, 0
         elapsed = (time.perf_counter() - started) * 1000
         with tally.lock:
             tally.ingest_status[status] += 1
             tally.records += stored
             tally.duplicates += duplicates
+            tally.rejected += rejected
             if status in (200, 207):
                 tally.batch_ms.append(elapsed)
         if wait:
@@ -397,7 +433,7 @@ def warm_up(
     senders: int,
     key: str,
     batches: list[bytes],
-) -> None:
+) -> Tally:
     """Untimed: every page twice from `workers` viewers at once, and one batch from each
     of the `senders` when there is an ingest port, before the clock starts. A run starts
     on new gunicorn workers (their first requests import and compile what the rest reuse)
@@ -418,8 +454,9 @@ def warm_up(
         batches_each=1,
     )
     bad = {status: count for status, count in tally.page_status.items() if status != 200}
-    if bad:
-        raise SystemExit(f"warming up: pages answered {bad}")
+    if bad:  # checked before any clock starts: a desk that answers errors is not timed
+        stop_broken(f"warming up: pages answered {bad}")
+    return tally
 
 
 # --- the runs ----------------------------------------------------------------------------------
@@ -450,6 +487,52 @@ class Row:
     tally: Tally
     seconds: float
     cpu: Cpu
+    viewers: bool = True  # the run had viewers (its pages are judged)
+    senders: bool = False  # the run had senders (its ingest is judged)
+    warm_records: int = 0  # accepted by the warm-up, before the clock
+    stored: tuple[int, int] | None = None  # (claims, records) of the senders' key, after
+
+    def problems(self) -> list[str]:
+        """What makes this run's figures wrong: any page but a 200 (never timed, never
+        fast), any ingest answer but 200 or a wait-and-retry, duplicates or refused items
+        (each run's batches are new and valid), senders that ran out of batches (the rate
+        is then the benchmark's supply), nothing measured at all, and a database that does
+        not hold exactly what the answers said was accepted."""
+        found = []
+        tally = self.tally
+        if self.viewers:
+            bad = {status: count for status, count in tally.page_status.items() if status != 200}
+            if bad:
+                found.append(f"pages answered {dict(sorted(bad.items()))} (0: no answer)")
+            if not tally.pages_ms:
+                found.append("no page answered 200")
+        if self.senders:
+            bad = {
+                status: count
+                for status, count in tally.ingest_status.items()
+                if status not in (200, *RETRIED)
+            }
+            if bad:
+                found.append(f"ingest answered {dict(sorted(bad.items()))} (0: no answer)")
+            if tally.duplicates:
+                found.append(f"{tally.duplicates:,} duplicates: the benchmark sent items twice")
+            if tally.rejected:
+                found.append(f"{tally.rejected:,} items refused")
+            if tally.ran_out:
+                found.append(
+                    "the senders ran out of batches before the end: the rate is the "
+                    "benchmark's supply, not the desk's"
+                )
+            if not tally.records:
+                found.append("no item accepted")
+            expected = self.warm_records + tally.records
+            if self.stored is not None and self.stored != (expected, expected):
+                claims, records = self.stored
+                found.append(
+                    f"the database holds {claims:,} claims and {records:,} records of the "
+                    f"senders' key; the answers accepted {expected:,}"
+                )
+        return found
 
     @property
     def page_p50(self) -> float | None:
@@ -610,6 +693,7 @@ def main(argv: list[str] | None = None) -> int:
         help="the flood's failures: in the last minutes (an incident) or over the month",
     )
     parser.add_argument("--prepare-only", action="store_true")
+    add_strict_argument(parser)
     args = parser.parse_args(argv)
     unknown = set(args.runs) - {run[0] for run in RUNS}
     if unknown or not set(JUDGED) <= set(args.runs):
@@ -646,7 +730,7 @@ def main(argv: list[str] | None = None) -> int:
             with pools(run_env, web, ingest if split else None, nice, args.ingest_slots) as running:
                 web_port = running.web_port
                 target = running.ingest_port if split else web_port
-                warm_up(
+                warm = warm_up(
                     page_port=web_port,
                     session=session,
                     workers=args.web_workers,
@@ -667,7 +751,21 @@ def main(argv: list[str] | None = None) -> int:
                         key=key,
                         batches=feed,
                     )
-            rounds[-1].append(Row(name, label, tally, args.seconds, cpu))
+            senders = shape is not None
+            rounds[-1].append(
+                Row(
+                    name,
+                    label,
+                    tally,
+                    args.seconds,
+                    cpu,
+                    viewers=with_viewers or not senders,
+                    senders=senders,
+                    warm_records=warm.records,
+                    # Checked now: the next run's copy replaces this one.
+                    stored=stored_by_key(run_env["DATABASE_URL"], key) if senders else None,
+                )
+            )
     drop_database(copy_url(args.database_url, "incident"))
     return report(rounds, args)
 
@@ -682,21 +780,26 @@ def _ms(value: float | None) -> str:
 
 @dataclass
 class Ratios:
+    """A round's ratios; None where a run measured nothing (no baseline is ever 1)."""
+
     shared_pages: float | None  # page p95, one shared pool, over the viewers alone (run b)
-    split_pages: float  # page p95, split pools, over the viewers alone
-    split_ingest: float  # records/s, split pools, over the senders alone
+    split_pages: float | None  # page p95, split pools, over the viewers alone
+    split_ingest: float | None  # records/s, split pools, over the senders alone
 
 
 def ratios(rows: list[Row]) -> Ratios:
     by_name = {row.name: row for row in rows}
     alone, split, senders_alone = (by_name[name] for name in JUDGED)
-    assert alone.page_p95 and split.page_p95
     shared = by_name.get("b")
     return Ratios(
-        shared_pages=shared.page_p95 / alone.page_p95 if shared and shared.page_p95 else None,
-        split_pages=split.page_p95 / alone.page_p95,
-        split_ingest=(split.rate or 0) / (senders_alone.rate or 1),
+        shared_pages=ratio(shared.page_p95, alone.page_p95) if shared else None,
+        split_pages=ratio(split.page_p95, alone.page_p95),
+        split_ingest=ratio(split.rate, senders_alone.rate),
     )
+
+
+def _x(value: float | None) -> str:
+    return f"{value:.2f}x" if value is not None else "- (no baseline)"
 
 
 def print_round(rows: list[Row]) -> None:
@@ -706,15 +809,15 @@ def print_round(rows: list[Row]) -> None:
     for row in rows:
         pages = dict(sorted(row.tally.page_status.items()))
         ingest = dict(sorted(row.tally.ingest_status.items()))
-        rate = f"{row.rate:,.0f}" if row.rate is not None else "-"
         statuses = (f"pages {pages} " if pages else "") + (f"ingest {ingest}" if ingest else "")
-        if row.tally.duplicates:  # each run's batches are new: a duplicate is the benchmark's
-            statuses += f" ({row.tally.duplicates:,} duplicates)"
-        if row.tally.ran_out:  # the rate is then the batches', not the desk's
-            statuses += " (the senders ran out of batches before the end)"
+        checked = not row.problems()
+        rate = f"{row.rate:,.0f}" if row.rate is not None and checked else "-"
+        p50_text, p95_text = (_ms(row.page_p50), _ms(row.page_p95)) if checked else ("-", "-")
+        if not checked:  # no figure of it counts: its problems print below the round
+            statuses += " BROKEN"
         print(
-            f"{row.label:<42}{len(row.tally.pages_ms):>7}{_ms(row.page_p50):>9}"
-            f"{_ms(row.page_p95):>9}{rate:>11}  {statuses}"
+            f"{row.label:<42}{len(row.tally.pages_ms):>7}{p50_text:>9}{p95_text:>9}{rate:>11}"
+            f"  {statuses}"
         )
     for row in rows:  # which pages the flood slows: each path's p50 / p95
         if row.tally.path_ms:
@@ -732,11 +835,16 @@ def print_round(rows: list[Row]) -> None:
             f"the machine {cpu.machine:.2f} of {os.cpu_count()}"
             + (f"; senders' connections by ingest worker {held}" if held else "")
         )
+
+
+def print_ratios(rows: list[Row], *, shared: bool) -> None:
+    """The round's ratios, from runs that passed their checks (the shared pool's when
+    `shared`: run b passed too)."""
     found = ratios(rows)
-    shared = f"shared pool {found.shared_pages:.2f}x, " if found.shared_pages else ""
+    shared_pages = f"shared pool {_x(found.shared_pages)}, " if shared else ""
     print(
-        f"page p95 against the viewers alone: {shared}split pools {found.split_pages:.2f}x; "
-        f"split pools' ingest {found.split_ingest:.2f}x its rate alone"
+        f"page p95 against the viewers alone: {shared_pages}split pools {_x(found.split_pages)}; "
+        f"split pools' ingest {_x(found.split_ingest)} its rate alone"
     )
 
 
@@ -753,25 +861,45 @@ def report(rounds: list[list[Row]], args: argparse.Namespace) -> int:
         f"{args.ingest_workers} gthread workers x {args.ingest_threads} threads, "
         f"{args.ingest_slots or args.ingest_workers} batch slots; the flood's failures {when}"
     )
+    verdicts = Verdicts()
     for number, rows in enumerate(rounds, 1):
         print(f"\nround {number} of {len(rounds)}")
         print_round(rows)
-    found = [ratios(rows) for rows in rounds]
-    page_ratio = statistics.median(r.split_pages for r in found)
-    ingest_ratio = statistics.median(r.split_ingest for r in found)
-    of = f"the median of {len(found)} rounds" if len(found) > 1 else "one round"
-    shared = [r.shared_pages for r in found if r.shared_pages]
-    if shared:
-        print(f"\n{of}: shared pool page p95 {statistics.median(shared):.2f}x the viewers alone")
-    print(
-        f"{'PASS' if page_ratio <= TARGET_PAGE_RATIO else 'MISS'}  split pools: page p95 "
-        f"{page_ratio:.2f}x the viewers alone (target <= {TARGET_PAGE_RATIO}x)"
+        for row in rows:
+            verdicts.check(row.name, [f"round {number}: {problem}" for problem in row.problems()])
+        if verdicts.passed(*JUDGED):
+            print_ratios(rows, shared=verdicts.passed("b"))
+    of = f"the median of {len(rounds)} rounds" if len(rounds) > 1 else "one round"
+    if verdicts.passed("a", "b"):
+        shared = [r.shared_pages for r in (ratios(rows) for rows in rounds)]
+        if all(shared):
+            median = statistics.median(value or 0.0 for value in shared)
+            print(f"\n{of}: shared pool page p95 {median:.2f}x the viewers alone")
+
+    def judge(pick: str, target: float, text: str, *, at_most: bool) -> tuple[bool, str]:
+        values = [getattr(ratios(rows), pick) for rows in rounds]
+        if not all(values):
+            return False, f"split pools: {text}: a round's baseline measured nothing"
+        found = statistics.median(values)
+        met = found <= target if at_most else found >= target
+        sign = "<=" if at_most else ">="
+        return met, f"split pools: {text} {found:.2f}x, {of} (target {sign} {target}x)"
+
+    verdicts.target(
+        "split pools: page p95 against the viewers alone",
+        needs=JUDGED,
+        judge=lambda: judge(
+            "split_pages", TARGET_PAGE_RATIO, "page p95 against the viewers alone", at_most=True
+        ),
     )
-    print(
-        f"{'PASS' if ingest_ratio >= TARGET_INGEST_RATIO else 'MISS'}  split pools: ingest "
-        f"{ingest_ratio:.2f}x its rate alone (target >= {TARGET_INGEST_RATIO}x)"
+    verdicts.target(
+        "split pools: ingest against its rate alone",
+        needs=JUDGED,
+        judge=lambda: judge(
+            "split_ingest", TARGET_INGEST_RATIO, "ingest against its rate alone", at_most=False
+        ),
     )
-    return 0
+    return verdicts.exit_status(strict=args.strict)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Quality Lab run throughput: a real worker against the engine in a plain loop.
 
     .venv/bin/python bench/qualitylab.py [--cases 1000] [--database-url URL | --sqlite]
-        [--redis [URL]] [--profile] [--keep-worker-log]
+        [--redis [URL]] [--profile] [--keep-worker-log] [--strict]
 
 What one run does:
 
@@ -24,9 +24,15 @@ What one run does:
    ``done`` (polled every 20 ms).
 5. In this process, after the worker run, times ``engine.run_case`` over the same cases in
    a plain loop (engine loaded and warmed up the same way, cases parsed beforehand).
-6. Prints cases/s for both, the ratio (worker time / raw engine time) and PASS/MISS against
-   the targets: at least 100 cases/s on one worker, at most 1.5x the raw engine time.
-   No asserts: misses are reported, not raised.
+6. Checks both paths before any figure counts (``bench/verdict.py``): the worker's run must
+   end ``done`` with a result for every case, and every case's verdict (passed, failure
+   stage and reason) must be the plain loop's for the same case. The warm-up's ten cases
+   are compared the same way before the clock starts: a worker that judges cases
+   differently is not timed. Then prints cases/s for both, the ratio (worker time / raw
+   engine time) and PASS/MISS against the targets: at least 100 cases/s on one worker, at
+   most 1.5x the raw engine time. A path that fails its check is BROKEN: no figure or
+   ratio is printed from it, its targets print MISS and the run exits 2. A missed target
+   exits 1 with ``--strict``.
 
 ``--repeat N`` interleaves N worker runs and N plain loops and compares the best of each
 (this machine is shared: the load average is printed at the start and the end).
@@ -38,11 +44,13 @@ generates (same seed, same bytes). Each round runs two fresh processes, interlea
 graph-tool-call's own build (``json.loads`` of the file, then
 ``build_openapi_collection_artifact``) and Quality Lab's import (``collection_create`` as
 the upload page or the CLI does it, then ``version_build`` as the worker does it: parse,
-build, hash, compress, store). It prints each one's seconds and peak memory (the process's
-``ru_maxrss``), where the import's time goes, and the ratio of the worker's build to the
-engine's own build against the target (at most 1.2x), judged on CPU time: what each process
-spent on a core, which other jobs on a shared machine do not inflate (wall-clock seconds and
-their ratio are printed beside it). ``--repeat N``: best of N rounds.
+build, hash, compress, store). Both must build the same number of tools (more than none) in
+every round, or the import is BROKEN and no ratio is printed. It prints each one's seconds
+and peak memory (the process's ``ru_maxrss``), where the import's time goes, and the ratio
+of the worker's build to the engine's own build against the target (at most 1.2x), judged
+on CPU time: what each process spent on a core, which other jobs on a shared machine do not
+inflate (wall-clock seconds and their ratio are printed beside it). ``--repeat N``: best of
+N rounds.
 
 ``--profile`` then runs the same cases once more in this process through
 ``services.run_execute`` (no queue) and prints where the time of each case goes: the
@@ -73,6 +81,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+from bench.verdict import Verdicts, add_strict_argument, ratio  # noqa: E402
+
+# A case's verdict: passed, failure stage, failure reason ("" when it passed).
+Verdict = tuple[bool, str, str]
 
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/triage_bench_ql"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/13"
@@ -411,14 +424,54 @@ def run_through_worker(
     elapsed = time.perf_counter() - started
     cpu = cpu_seconds(process.pid) - cpu_before
     run = CaseRun.objects.get(pk=run.pk)
-    if run.status != "done" or run.done != len(case_ids):
-        raise SystemExit(f"run {run.pk} ended {run.status} with {run.done} results: {run.error}")
     return elapsed, run, cpu
 
 
-def run_raw(collection: Any, cases: list[dict[str, Any]]) -> tuple[float, int, float]:
-    """Seconds for engine.run_case over the cases in a plain loop, how many passed, and the
-    CPU seconds it took."""
+def worker_verdicts(run: Any) -> dict[str, Verdict]:
+    """Each case's verdict as the worker stored it."""
+    return {
+        case_id: (passed, stage, reason)
+        for case_id, passed, stage, reason in run.results.values_list(
+            "case__case_id", "passed", "failure_stage", "failure_reason"
+        )
+    }
+
+
+def worker_problems(run: Any, expected: dict[str, Verdict]) -> list[str]:
+    """What is wrong with the worker's run: not done, a result missing, or a case judged
+    otherwise than by the plain engine loop (`expected`)."""
+    if run.status != "done" or run.done != len(expected):
+        return [f"run {run.pk} ended {run.status} with {run.done} results: {run.error}"]
+    return verdict_differences(worker_verdicts(run), expected)
+
+
+def verdict_differences(found: dict[str, Verdict], expected: dict[str, Verdict]) -> list[str]:
+    """Every case whose verdict in `found` is not the one in `expected` (or is missing)."""
+    problems = []
+    for case_id, verdict in expected.items():
+        if (got := found.get(case_id)) != verdict:
+            problems.append(
+                f"case {case_id}: the worker says {_verdict_text(got)}, the engine "
+                f"{_verdict_text(verdict)}"
+            )
+    problems += [
+        f"case {case_id}: a result for no case sent" for case_id in found.keys() - expected.keys()
+    ]
+    return problems
+
+
+def _verdict_text(verdict: Verdict | None) -> str:
+    if verdict is None:
+        return "nothing"
+    passed, stage, reason = verdict
+    return "passed" if passed else f"failed at {stage or '?'}: {reason or '?'}"
+
+
+def run_raw(
+    collection: Any, cases: list[dict[str, Any]]
+) -> tuple[float, dict[str, Verdict], float]:
+    """Seconds for engine.run_case over the cases in a plain loop, each case's verdict, and
+    the CPU seconds it took."""
     from qualitylab import engine
 
     version = collection.current_version
@@ -428,8 +481,15 @@ def run_raw(collection: Any, cases: list[dict[str, Any]]) -> tuple[float, int, f
         engine.run_case(loaded, spec)
     cpu_before = time.process_time()
     started = time.perf_counter()
-    passed = sum(engine.run_case(loaded, spec).passed for spec in specs)
-    return time.perf_counter() - started, passed, time.process_time() - cpu_before
+    outcomes = [engine.run_case(loaded, spec) for spec in specs]
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu_before
+    return seconds, {outcome.case_id: _outcome_verdict(outcome) for outcome in outcomes}, cpu
+
+
+def _outcome_verdict(outcome: Any) -> Verdict:
+    """As the worker stores it (qualitylab.services' result writer)."""
+    failure = outcome.failure or {}
+    return outcome.passed, failure.get("stage") or "", failure.get("reason") or ""
 
 
 # --- profile ------------------------------------------------------------------------------
@@ -563,6 +623,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--large-spec-child", nargs=2, metavar=("WHICH", "PATH"),
                         help=argparse.SUPPRESS)  # fmt: skip
+    add_strict_argument(parser)
     return parser.parse_args(argv)
 
 
@@ -677,7 +738,9 @@ def large_spec_main(args: argparse.Namespace) -> int:
         print(f"start: {_load()}")
         print(f"spec: {path} ({origin}), {size / 1_000_000:.1f} MB")
         best: dict[str, dict[str, Any]] = {}
+        verdicts = Verdicts()
         for attempt in range(1, args.repeat + 1):
+            results: dict[str, dict[str, Any]] = {}
             for which in ("engine", "desk"):
                 output = subprocess.run(
                     [sys.executable, __file__, "--large-spec-child", which, str(path)]
@@ -688,18 +751,26 @@ def large_spec_main(args: argparse.Namespace) -> int:
                     capture_output=True,
                     text=True,
                 ).stdout
-                result = json.loads(output.strip().splitlines()[-1])
+                results[which] = json.loads(output.strip().splitlines()[-1])
+            tools = {which: result["tools"] for which, result in results.items()}
+            if not verdicts.check("import", import_problems(attempt, tools)):
+                continue  # a build that lost tools is not timed
+            for which, result in results.items():
                 print(
                     f"  attempt {attempt}: {which:<6} {result['seconds']:7.2f} s "
-                    f"({result['cpu_seconds']:7.2f} s CPU), peak {result['peak_mb']:6.0f} MB"
+                    f"({result['cpu_seconds']:7.2f} s CPU), peak {result['peak_mb']:6.0f} MB, "
+                    f"{result['tools']} tools"
                 )
                 if which not in best or result["cpu_seconds"] < best[which]["cpu_seconds"]:
                     best[which] = result
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+    if not verdicts.passed("import"):
+        verdicts.target("import", needs=["import"], judge=lambda: (False, ""))
+        return verdicts.exit_status(strict=args.strict)
     engine_run, desk_run = best["engine"], best["desk"]
     wall_ratio = desk_run["seconds"] / engine_run["seconds"]
-    ratio = desk_run["cpu_seconds"] / engine_run["cpu_seconds"]
+    cpu_ratio = desk_run["cpu_seconds"] / engine_run["cpu_seconds"]
     rounds = f" (best of {args.repeat})" if args.repeat > 1 else ""
     print()
     print(f"{'path' + rounds:<48} {'seconds':>8} {'CPU s':>8} {'peak MB':>8} {'tools':>6}")
@@ -722,16 +793,32 @@ def large_spec_main(args: argparse.Namespace) -> int:
         f"({engine_run['base_mb']:.0f} MB before the build); spec {size / 1_000_000:.1f} MB"
     )
     print(
-        f"ratio (worker build / graph-tool-call's own build): {ratio:.2f}x in CPU time, "
+        f"ratio (worker build / graph-tool-call's own build): {cpu_ratio:.2f}x in CPU time, "
         f"{wall_ratio:.2f}x wall-clock (the wall-clock ratio moves with the other jobs on "
         "the machine; CPU time is what each build itself spent, the store's insert excepted)"
     )
-    print(
-        f"{'PASS' if ratio <= TARGET_IMPORT_RATIO else 'MISS'} import: {ratio:.2f}x "
-        f"graph-tool-call's own build (target <= {TARGET_IMPORT_RATIO}x)"
+    verdicts.target(
+        "import",
+        needs=["import"],
+        judge=lambda: (
+            cpu_ratio <= TARGET_IMPORT_RATIO,
+            f"import: {cpu_ratio:.2f}x graph-tool-call's own build "
+            f"(target <= {TARGET_IMPORT_RATIO}x)",
+        ),
     )
     print(f"end: {_load()}")
-    return 0
+    return verdicts.exit_status(strict=args.strict)
+
+
+def import_problems(attempt: int, tools: dict[str, int]) -> list[str]:
+    """The worker's build must hold the tools graph-tool-call's own build holds."""
+    engine_tools, desk_tools = tools.get("engine", 0), tools.get("desk", 0)
+    if engine_tools and desk_tools == engine_tools:
+        return []
+    return [
+        f"attempt {attempt}: the worker built {desk_tools} tools, graph-tool-call's own "
+        f"build {engine_tools}"
+    ]
 
 
 def _load() -> str:
@@ -777,19 +864,38 @@ def main() -> int:
     worker_best = raw_best = in_task_best = float("inf")
     worker_cpu_best = raw_cpu_best = float("inf")
     worker_passed = raw_passed = 0
+    verdicts = Verdicts()
     try:
         with worker(env, log_path) as process:
-            warmup_seconds, _, _ = run_through_worker(
+            warmup_seconds, warm_run, _ = run_through_worker(
                 collection, case_ids[:WARMUP_CASES], process, log_path
             )
             print(f"worker warm-up: {WARMUP_CASES} cases in {warmup_seconds:.2f} s (start-up)")
-            for attempt in range(1, args.repeat + 1):
+            # Before any clock: the worker judges the warm-up's cases as the engine does.
+            _, warm_expected, _ = run_raw(collection, cases[:WARMUP_CASES])
+            warm_problems = worker_problems(warm_run, warm_expected)
+            attempts = args.repeat if not warm_problems else 0
+            if warm_problems:
+                verdicts.check("worker", [f"warm-up: {problem}" for problem in warm_problems])
+            for attempt in range(1, attempts + 1):
                 worker_seconds, run, worker_cpu = run_through_worker(
                     collection, case_ids, process, log_path
                 )
-                raw_seconds, raw_passed, raw_cpu = run_raw(collection, cases)
+                raw_seconds, expected, raw_cpu = run_raw(collection, cases)
+                loop_ok = verdicts.check(
+                    "plain loop",
+                    [] if len(expected) == count else [f"{len(expected)} of {count} cases ran"],
+                )
+                worker_ok = verdicts.check(
+                    "worker",
+                    [f"attempt {attempt}: {problem}" for problem in worker_problems(run, expected)],
+                )
+                if not (loop_ok and worker_ok):
+                    print(f"  attempt {attempt}: BROKEN (above), its times discarded")
+                    continue
                 in_task = (run.finished_at - run.started_at).total_seconds()
                 worker_passed = run.passed
+                raw_passed = sum(passed for passed, _, _ in expected.values())
                 print(
                     f"  attempt {attempt}: worker {worker_seconds:.2f} s "
                     f"(in the task {in_task:.2f} s, worker CPU {worker_cpu:.2f} s), "
@@ -808,36 +914,49 @@ def main() -> int:
         else:
             shutil.rmtree(scratch, ignore_errors=True)
 
-    worker_rate, raw_rate = count / worker_best, count / raw_best
-    ratio = worker_best / raw_best
     best = f" (best of {args.repeat})" if args.repeat > 1 else ""
-    print()
-    print(f"{'path' + best:<36} {'seconds':>8} {'cases/s':>9} {'passed':>7}")
-    print(
-        f"{'worker (run_start -> done)':<36} {worker_best:>8.2f} {worker_rate:>9.1f} "
-        f"{worker_passed:>7}"
-    )
-    print(f"{'  of which inside the task':<36} {in_task_best:>8.2f} {count / in_task_best:>9.1f}")
-    print(f"{'engine.run_case, plain loop':<36} {raw_best:>8.2f} {raw_rate:>9.1f} {raw_passed:>7}")
-    print(f"ratio (worker time / raw engine time): {ratio:.2f}x")
-    if worker_cpu_best and raw_cpu_best:
+    if verdicts.passed("worker", "plain loop"):
+        # Figures only from paths that passed their checks: the same verdicts, case by case.
+        print()
+        print(f"{'path' + best:<36} {'seconds':>8} {'cases/s':>9} {'passed':>7}")
         print(
-            f"CPU per case: worker {worker_cpu_best / count * 1000:.2f} ms (its own process; "
-            f"the database server's work is not in it), plain loop "
-            f"{raw_cpu_best / count * 1000:.2f} ms, ratio {worker_cpu_best / raw_cpu_best:.2f}x"
+            f"{'worker (run_start -> done)':<36} {worker_best:>8.2f} "
+            f"{count / worker_best:>9.1f} {worker_passed:>7}"
         )
-    print(
-        f"{'PASS' if worker_rate >= TARGET_RATE else 'MISS'} rate: {worker_rate:.1f} cases/s "
-        f"on one worker (target >= {TARGET_RATE:.0f})"
-    )
-    print(
-        f"{'PASS' if ratio <= TARGET_RATIO else 'MISS'} overhead: {ratio:.2f}x the raw engine "
-        f"time (target <= {TARGET_RATIO}x)"
-    )
-    if worker_passed != raw_passed:
-        print(f"note: the worker passed {worker_passed} cases, the plain loop {raw_passed}")
+        print(
+            f"{'  of which inside the task':<36} {in_task_best:>8.2f} {count / in_task_best:>9.1f}"
+        )
+        print(
+            f"{'engine.run_case, plain loop':<36} {raw_best:>8.2f} {count / raw_best:>9.1f} "
+            f"{raw_passed:>7}"
+        )
+        print(f"ratio (worker time / raw engine time): {worker_best / raw_best:.2f}x")
+        if worker_cpu_best and raw_cpu_best:
+            print(
+                f"CPU per case: worker {worker_cpu_best / count * 1000:.2f} ms (its own "
+                f"process; the database server's work is not in it), plain loop "
+                f"{raw_cpu_best / count * 1000:.2f} ms, ratio "
+                f"{worker_cpu_best / raw_cpu_best:.2f}x"
+            )
+
+    def rate() -> tuple[bool, str]:
+        found = count / worker_best
+        return found >= TARGET_RATE, (
+            f"rate: {found:.1f} cases/s on one worker (target >= {TARGET_RATE:.0f})"
+        )
+
+    def overhead() -> tuple[bool, str]:
+        found = ratio(worker_best, raw_best)
+        if found is None:
+            return False, "overhead: the plain loop measured nothing"
+        return found <= TARGET_RATIO, (
+            f"overhead: {found:.2f}x the raw engine time (target <= {TARGET_RATIO}x)"
+        )
+
+    verdicts.target("rate", needs=["worker"], judge=rate)
+    verdicts.target("overhead", needs=["worker", "plain loop"], judge=overhead)
     print(f"end: {_load()}")
-    return 0
+    return verdicts.exit_status(strict=args.strict)
 
 
 if __name__ == "__main__":

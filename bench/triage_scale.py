@@ -27,6 +27,10 @@ What one run does:
    path (middleware, session auth or API-key auth, view, template) with production
    settings (``DJANGO_DEBUG=0``). The figure is server time: from the request entering
    Django to the rendered response, without a network or a browser.
+   Before any request is timed, every endpoint must answer 200 and every API list must
+   hold rows; every timed request must answer 200 too, and each size's database must hold
+   exactly its size in records. A size that fails is BROKEN (``bench/verdict.py``): no
+   figure is printed from it and the run exits 2.
 4. Prints p50 and p95 per endpoint at each size, the ratio of the largest size to the
    smallest, and PASS/MISS against the targets (triage page p95 under 100 ms at 1M, and
    within 1.5x of the 100k figure). Misses fail the exit status only with ``--strict``.
@@ -74,6 +78,7 @@ from bench.ingest import (  # noqa: E402
     ensure_database,
     manage,
 )
+from bench.verdict import Verdicts, add_strict_argument, ratio, stop_broken  # noqa: E402
 
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/triage_scale"
 TARGET_P95_MS = 100.0
@@ -290,7 +295,7 @@ def _load_chunk(task: tuple[int, int, int, str]) -> int:
             outcome = batch_ingest(owner=owner, items=part, channel=channel)
             accepted = outcome.as_dict()["accepted"]
             if accepted != len(part):
-                raise RuntimeError(f"batch at {start + offset}: {outcome.as_dict()}")
+                raise NotStored(f"batch at {start + offset}: {outcome.as_dict()}")
             stored += accepted
     return stored
 
@@ -316,7 +321,7 @@ def load(*, start: int, end: int, jobs: int, batch: int, now: datetime) -> float
     context = multiprocessing.get_context("spawn")
     with context.Pool(jobs, initializer=_setup_django) as pool:
         tty = sys.stdout.isatty()
-        for stored in pool.imap_unordered(_load_chunk, tasks):
+        for stored in _checked(pool.imap_unordered(_load_chunk, tasks)):
             done += stored
             if tty or (start + done) % 100_000 == 0 or start + done == end:
                 elapsed = time.perf_counter() - started
@@ -329,6 +334,18 @@ def load(*, start: int, end: int, jobs: int, batch: int, now: datetime) -> float
     if tty:
         print()
     return (end - start) / (time.perf_counter() - started)
+
+
+def _checked(stored: Iterator[int]) -> Iterator[int]:
+    """The loaders' counts; a batch they could not store whole stops the run as BROKEN."""
+    try:
+        yield from stored
+    except NotStored as exc:
+        stop_broken(f"loading: {exc}")
+
+
+class NotStored(Exception):
+    """A batch of the load was not stored whole."""
 
 
 def vacuum_analyze(database_url: str) -> None:
@@ -539,8 +556,9 @@ def clients() -> tuple[Any, Any]:
 
 
 def _serve(database_url: str, channel: Any, languages: tuple[str, ...] = ()) -> None:
-    """A measuring process on one database: sends its endpoints' labels, query counts and
-    table counts, then answers each endpoint index with one request's milliseconds."""
+    """A measuring process on one database: sends its endpoints' labels, query counts,
+    table counts and what its warm-up found wrong, then answers each endpoint index with
+    one request's milliseconds and status code."""
     os.environ["DATABASE_URL"] = database_url
     _setup_django()
     from django.db import connection
@@ -551,25 +569,38 @@ def _serve(database_url: str, channel: Any, languages: tuple[str, ...] = ()) -> 
     browser, api = clients()
     targets = endpoints(languages)
 
-    def get(endpoint: Endpoint) -> float:
+    def get(endpoint: Endpoint) -> tuple[float, Any]:
         client = api if endpoint.api else browser
         started = time.perf_counter()
         response = client.get(endpoint.url, HTTP_ACCEPT_LANGUAGE=endpoint.language)
-        elapsed = (time.perf_counter() - started) * 1000
-        if response.status_code != 200:
-            raise SystemExit(f"{endpoint.url}: HTTP {response.status_code}")
-        return elapsed
+        return (time.perf_counter() - started) * 1000, response
 
     queries = []
+    problems = []
     for endpoint in targets:  # warm caches, connections and templates; count queries once
-        get(endpoint)
+        _, response = get(endpoint)
+        problems += endpoint_problems(endpoint, response.status_code, response.content)
         with CaptureQueriesContext(connection) as captured:
             get(endpoint)
         queries.append(len(captured))
     labels = [(endpoint.label, endpoint.triage_page, endpoint.language) for endpoint in targets]
-    channel.send((labels, queries, table_counts()))
+    channel.send((labels, queries, table_counts(), problems))
     while (index := channel.recv()) is not None:
-        channel.send(get(targets[index]))
+        elapsed, response = get(targets[index])
+        channel.send((elapsed, response.status_code))
+
+
+def endpoint_problems(endpoint: Endpoint, status: int, content: bytes) -> list[str]:
+    """Checked before any request is timed: every endpoint answers 200, and every API list
+    holds rows (the database is loaded: an empty answer is fast and wrong)."""
+    if status != 200:
+        return [f"{endpoint.url}: HTTP {status}"]
+    if endpoint.api:
+        import json
+
+        if not json.loads(content).get("results"):
+            return [f"{endpoint.url}: no rows in the answer"]
+    return []
 
 
 @dataclass
@@ -580,6 +611,7 @@ class _Server:
     queries: list[int] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
     samples: list[list[float]] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
 
 
 def measure(
@@ -597,13 +629,18 @@ def measure(
             process.start()
             servers[size] = _Server(process, ours)
         for server in servers.values():
-            server.labels, server.queries, server.counts = server.channel.recv()
+            server.labels, server.queries, server.counts, server.problems = server.channel.recv()
             server.samples = [[] for _ in server.labels]
+        if any(server.problems for server in servers.values()):
+            return servers  # checked before timed: nothing is measured on a wrong answer
         for _ in range(repeat):
             for index in range(len(next(iter(servers.values())).labels)):
                 for server in servers.values():
                     server.channel.send(index)
-                    server.samples[index].append(server.channel.recv())
+                    elapsed, status = server.channel.recv()
+                    server.samples[index].append(elapsed)
+                    if status != 200:
+                        server.problems.append(f"{server.labels[index][0]}: HTTP {status}")
     except EOFError:
         raise SystemExit("a measuring process died; its error is above") from None
     finally:
@@ -623,15 +660,31 @@ class SizeResult:
     load_rate: float | None
     counts: dict[str, int]
     timings: list[Timing]
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return f"{self.size:,} records"
+
+    def all_problems(self) -> list[str]:
+        """The measuring process's, and a database that does not hold its size."""
+        found = list(self.problems)
+        if self.counts.get("records") != self.size:
+            found.append(f"the database holds {self.counts.get('records', 0):,} records")
+        return found
 
 
-def report(results: list[SizeResult]) -> bool:
+def report(results: list[SizeResult]) -> Verdicts:
     small, large = results[0], results[-1]
     print()
+    verdicts = Verdicts()
     for result in results:
         counts = ", ".join(f"{value:,} {name}" for name, value in result.counts.items())
         rate = f", loaded at {result.load_rate:,.0f} records/s" if result.load_rate else ""
         print(f"{result.size:,} records: {counts}{rate}")
+        verdicts.check(result.label, result.all_problems())
+    if verdicts.broken:
+        return verdicts  # no figure from a size whose check failed
     print()
     sizes = [f"{result.size // 1000:,}k" for result in results]
     width = max(40, *(len(timing.label) + 2 for timing in large.timings))
@@ -641,50 +694,53 @@ def report(results: list[SizeResult]) -> bool:
     header += f"{'p95 ratio':>11}"
     print(header)
     print("-" * len(header))
-    passed = True
     for index, timing in enumerate(large.timings):
         line = f"{timing.label:<{width}}{timing.queries:>8}"
         for result in results:
             line += f"{result.timings[index].p50:>10.1f}ms{result.timings[index].p95:>10.1f}ms"
-        ratio = timing.p95 / small.timings[index].p95
-        line += f"{ratio:>10.2f}x"
+        growth = ratio(timing.p95, small.timings[index].p95)
+        line += f"{growth:>10.2f}x" if growth is not None else f"{'-':>11}"
         print(line)
     print()
+    judged_sizes = [small.label, large.label]
     for index, timing in enumerate(large.timings):
         if not timing.triage_page or timing.language != "en":
             continue
-        p95 = timing.p95
-        ratio = p95 / small.timings[index].p95
-        fast = p95 < TARGET_P95_MS
-        flat = ratio <= TARGET_RATIO
-        passed = passed and fast and flat
-        print(
-            f"{'PASS' if fast and flat else 'MISS'}  {timing.label}: p95 {p95:.1f} ms at "
-            f"{large.size:,} (target < {TARGET_P95_MS:.0f} ms), {ratio:.2f}x the "
-            f"{small.size:,} figure (target <= {TARGET_RATIO}x)"
-        )
-    return _report_languages(large) and passed
+
+        def judge(timing: Timing = timing, index: int = index) -> tuple[bool, str]:
+            p95 = timing.p95
+            growth = ratio(p95, small.timings[index].p95)
+            flat = growth is not None and growth <= TARGET_RATIO
+            return p95 < TARGET_P95_MS and flat, (
+                f"{timing.label}: p95 {p95:.1f} ms at {large.size:,} (target < "
+                f"{TARGET_P95_MS:.0f} ms), {growth or 0:.2f}x the {small.size:,} figure "
+                f"(target <= {TARGET_RATIO}x)"
+            )
+
+        verdicts.target(timing.label, needs=judged_sizes, judge=judge)
+    _report_languages(large, verdicts)
+    return verdicts
 
 
-def _report_languages(result: SizeResult) -> bool:
+def _report_languages(result: SizeResult, verdicts: Verdicts) -> None:
     """Each translated triage page against its English one, at the given size."""
     english = {t.label: t for t in result.timings if t.triage_page and t.language == "en"}
-    passed = True
     for timing in result.timings:
         if timing.language == "en":
             continue
-        base = english[timing.label.rsplit(" [", 1)[0]]
-        ratio = timing.p95 / base.p95
-        same_queries = timing.queries == base.queries
-        ok = same_queries and ratio <= TARGET_LANGUAGE_RATIO
-        passed = passed and ok
-        print(
-            f"{'PASS' if ok else 'MISS'}  {timing.label}: {timing.queries} queries "
-            f"(English {base.queries}), p95 {timing.p95:.1f} ms, {ratio:.2f}x English's "
-            f"{base.p95:.1f} ms at {result.size:,} (target: same queries, <= "
-            f"{TARGET_LANGUAGE_RATIO}x)"
-        )
-    return passed
+
+        def judge(timing: Timing = timing) -> tuple[bool, str]:
+            base = english[timing.label.rsplit(" [", 1)[0]]
+            against = ratio(timing.p95, base.p95)
+            same_queries = timing.queries == base.queries
+            ok = same_queries and against is not None and against <= TARGET_LANGUAGE_RATIO
+            return ok, (
+                f"{timing.label}: {timing.queries} queries (English {base.queries}), p95 "
+                f"{timing.p95:.1f} ms, {against or 0:.2f}x English's {base.p95:.1f} ms at "
+                f"{result.size:,} (target: same queries, <= {TARGET_LANGUAGE_RATIO}x)"
+            )
+
+        verdicts.target(timing.label, needs=[result.label], judge=judge)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -695,7 +751,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=1000)
     parser.add_argument("--database-url", default=DEFAULT_DATABASE_URL)
     parser.add_argument("--reuse", action="store_true", help="keep records already loaded")
-    parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
+    add_strict_argument(parser)
     parser.add_argument(
         "--language",
         action="append",
@@ -743,11 +799,11 @@ def main(argv: list[str] | None = None) -> int:
                 Timing(label, server.samples[index], server.queries[index], triage_page, language)
                 for index, (label, triage_page, language) in enumerate(server.labels)
             ],
+            server.problems,
         )
         for size, server in servers.items()
     ]
-    passed = report(results)
-    return 0 if passed or not args.strict else 1
+    return report(results).exit_status(strict=args.strict)
 
 
 if __name__ == "__main__":

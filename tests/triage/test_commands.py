@@ -2,11 +2,13 @@ from __future__ import annotations
 
 import io
 import json
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.utils import timezone
 
 from tests.factories import failure_item, receipt_item
 from triage.models import ApiKey, FailureRecord, IngestRejection, Receipt
@@ -35,11 +37,15 @@ def test_create_api_key_refuses_unknown_scopes_and_duplicates() -> None:
         call_command("create_api_key", "x", stdout=io.StringIO())
 
 
-def test_create_api_key_with_expiry() -> None:
+def test_create_api_key_with_expiry_expires_after_that_many_days() -> None:
+    before = timezone.now()
     call_command(
         "create_api_key", "temp", "--expires-days", "3", stdout=io.StringIO(), stderr=io.StringIO()
     )
-    assert ApiKey.objects.get(name="temp").expires_at is not None
+    after = timezone.now()
+    expires_at = ApiKey.objects.get(name="temp").expires_at
+    assert expires_at is not None
+    assert before + timedelta(days=3) <= expires_at <= after + timedelta(days=3)
 
 
 def test_revoke_api_key() -> None:

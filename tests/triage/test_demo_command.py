@@ -1,8 +1,10 @@
-"""The demo launcher stops what it started, even when the stop signal comes twice, and
-allows execute cases and webhooks exactly the loopback ports of its sandbox and receiver."""
+"""The demo launcher stops what it started, even when the stop signal comes twice, allows
+execute cases and webhooks exactly the loopback ports of its sandbox and receiver, and ends
+its console with the addresses and logins (the alert deliveries go to a log file)."""
 
 from __future__ import annotations
 
+import io
 import ipaddress
 import os
 import re
@@ -18,7 +20,7 @@ import pytest
 from django.core.management.base import CommandError
 
 from alerts import demo as alerts_demo
-from triage.management.commands.demo import Command, _interrupt, stop_processes
+from triage.management.commands.demo import AlertLog, Command, _interrupt, stop_processes
 from triage.outbound import PrivateAllowance
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -92,3 +94,43 @@ def test_the_demo_alerts_allow_the_receivers_port_only(settings: Any) -> None:
     allowance = PrivateAllowance.parse(environment["ALERTS_ALLOWED_HOSTS"].split(","))
     assert allowance.allows("127.0.0.1", LOOPBACK, port=8091)
     assert not allowance.allows("127.0.0.1", LOOPBACK, port=5432)
+
+
+def test_alert_deliveries_go_to_a_log_file_and_the_console_gets_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "var" / "demo-alerts.log"
+    log = AlertLog(path)
+    log.write("[alerts] webhook (signature ok): demo-new_group [new_group] 31 groups (digest)")
+    log.write("[alerts] Slack-compatible webhook: Triage Desk: 31 new groups")
+    log.write("[alerts] email to oncall@demo.invalid: Triage Desk: 31 new groups")
+    log.write("[alerts] webhook (signature ok): demo-spike [spike] execute/http_5xx http://x/")
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 4
+    assert lines[0].endswith("[alerts] webhook (signature ok): demo-new_group [new_group] "
+                             "31 groups (digest)")  # fmt: skip
+    summary = log.summary()
+    assert summary.startswith("Alerts: 4 deliveries so far (1 Slack, 2 webhook, 1 email)")
+    assert str(path) in summary and "\n" not in summary
+    log.close()
+    log.write("[alerts] email to oncall@demo.invalid: after the stop")  # a late one: no error
+    assert len(path.read_text(encoding="utf-8").splitlines()) == 4
+
+
+def test_the_demo_console_ends_with_the_addresses_and_logins(tmp_path: Path) -> None:
+    log = AlertLog(tmp_path / "demo-alerts.log")
+    for _ in range(81):  # what the demo's traffic fires
+        log.write("[alerts] webhook (signature ok): demo-spike [spike] execute/http_5xx")
+    out = io.StringIO()
+    Command(stdout=out)._print_welcome(
+        "http://127.0.0.1:8000", "http://127.0.0.1:8001", [], alerts=log.summary()
+    )
+    lines = out.getvalue().splitlines()
+    assert not any(line.startswith("[alerts]") for line in lines)
+    [summary] = [line for line in lines if line.startswith("Alerts:")]
+    assert summary.startswith("Alerts: 81 deliveries so far")
+    running = next(i for i, line in enumerate(lines) if "Triage Desk is running" in line)
+    assert lines.index(summary) < running
+    tail = lines[running:]
+    assert "admin / triage-demo-admin (admin)" in tail[1]
+    assert "operator-ko / triage-demo-operator-ko" in tail[1]
+    assert tail[-1].startswith("  alerts:       http://127.0.0.1:8000/alerts/")
+    assert all(line.startswith("  ") and "http://127.0.0.1:800" in line for line in tail[2:])

@@ -1,8 +1,8 @@
 """The vocabulary in triage.taxonomy against its sources: the two seeds and the engine.
 
-The seeds are read from ../shared/seeds when they are there. The same codes are also typed
-out below, so the contract is still checked on a machine without the seeds folder, and a
-seed-parsing test proves the typed list has not drifted from the document.
+The seeds are the contract, so a copy of each lives beside the tests (tests/seeds/) and is
+always read: no test here skips. The same codes are also typed out below, and the
+seed-parsing tests prove the typed lists have not drifted from the documents.
 """
 
 from __future__ import annotations
@@ -16,7 +16,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import graph_tool_call.graphify as graphify
+import graph_tool_call.plan as plan
 import pytest
+from graph_tool_call.graphify import catalog
+from graph_tool_call.plan import synthesizer
 
 from triage import taxonomy
 from triage.taxonomy import (
@@ -36,7 +40,7 @@ from triage.taxonomy import (
     stage_index,
 )
 
-SEEDS_DIR = Path(__file__).resolve().parents[3] / "shared" / "seeds"
+SEEDS_DIR = Path(__file__).resolve().parents[1] / "seeds"
 SEED_000 = SEEDS_DIR / "000_b039676bea40a62e.txt"
 SEED_004 = SEEDS_DIR / "004_2557126d07dc97d6.txt"
 
@@ -112,11 +116,6 @@ BACKTICKED = re.compile(r"`([^`]+)`")
 
 
 def _read_seed(path: Path) -> str:
-    if not path.is_file():
-        pytest.skip(
-            f"seed {path.name} not found under {SEEDS_DIR}; the hard-coded seed lists in "
-            "this file still check the contract"
-        )
     return path.read_text(encoding="utf-8")
 
 
@@ -528,7 +527,6 @@ def _codes_added_to_lists(function: Callable[..., Any], list_names: set[str]) ->
 
 
 def selector_reason_codes() -> set[str]:
-    catalog = pytest.importorskip("graph_tool_call.graphify.catalog")
     # select_target_candidate folds the override assessment's reasons into its own
     # reason_codes, so the assessment's codes are the selector's too; candidate admission
     # feeds the selector and reports through the same reason_codes field.
@@ -540,7 +538,6 @@ def selector_reason_codes() -> set[str]:
 
 def synthesis_reasons_with_details() -> dict[str, set[str]]:
     """reason -> the detail keys synthesizer.py sends with it (to_dict() and fallbacks)."""
-    synthesizer = pytest.importorskip("graph_tool_call.plan.synthesizer")
     tree = ast.parse(inspect.getsource(synthesizer))
     details: dict[str, set[str]] = {}
     for node in ast.walk(tree):
@@ -582,7 +579,6 @@ def test_every_target_selector_reason_code_is_in_the_taxonomy() -> None:
 
 
 def test_selector_codes_seen_at_runtime_are_in_the_taxonomy() -> None:
-    graphify = pytest.importorskip("graph_tool_call.graphify")
     tools = {
         "getOrder": {"name": "getOrder", "description": "get order"},
         "getOrderCopy": {"name": "getOrderCopy", "description": "get order"},
@@ -619,8 +615,6 @@ def test_every_plan_synthesis_reason_is_in_the_taxonomy() -> None:
 
 
 def test_plan_synthesis_errors_raised_at_runtime_are_in_the_taxonomy() -> None:
-    plan = pytest.importorskip("graph_tool_call.plan")
-    synthesizer = pytest.importorskip("graph_tool_call.plan.synthesizer")
     graph = {
         "tools": {
             "createRefund": {
@@ -672,7 +666,6 @@ def test_plan_synthesis_errors_raised_at_runtime_are_in_the_taxonomy() -> None:
 
 
 def test_plan_synthesis_error_subclasses_report_the_synthesize_stage() -> None:
-    synthesizer = pytest.importorskip("graph_tool_call.plan.synthesizer")
     base = synthesizer.PlanSynthesisError
     pending = [base]
     while pending:

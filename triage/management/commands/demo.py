@@ -7,12 +7,14 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
 from argparse import ArgumentParser
+from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -74,6 +76,52 @@ DEMO_MCP_OWNER = "demo-mcp-runtime"
 
 def _interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
+
+
+class AlertLog:
+    """The demo's alert deliveries, one line each in a file under var/, not on the console:
+    the demo's traffic fires dozens, which would push the addresses and logins out of
+    sight. The console gets one line saying how many there were and where they are."""
+
+    KINDS = (
+        ("Slack", "[alerts] Slack"),
+        ("webhook", "[alerts] webhook"),
+        ("email", "[alerts] email"),
+    )
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self.counts: Counter[str] = Counter()
+        self._lock = threading.Lock()  # the sinks call from their own threads
+        self._file: TextIO = path.open("w", encoding="utf-8")
+
+    def write(self, line: str) -> None:
+        kind = next((kind for kind, prefix in self.KINDS if line.startswith(prefix)), "other")
+        with self._lock:
+            self.counts[kind] += 1
+            if not self._file.closed:
+                self._file.write(f"{timezone.now():%Y-%m-%d %H:%M:%S} {line}\n")
+                self._file.flush()
+
+    def summary(self) -> str:
+        with self._lock:
+            total = sum(self.counts.values())
+            kinds = ", ".join(
+                f"{self.counts[kind]} {kind}" for kind, _ in self.KINDS if self.counts[kind]
+            )
+        try:
+            shown = self.path.relative_to(Path(settings.BASE_DIR))
+        except ValueError:
+            shown = self.path
+        return (
+            f"Alerts: {total} deliveries so far{f' ({kinds})' if kinds else ''}, one line "
+            f"each in {shown} (tail -f it to watch them arrive)."
+        )
+
+    def close(self) -> None:
+        with self._lock:
+            self._file.close()
 
 
 def stop_processes(processes: list[subprocess.Popen[bytes]], *, grace_seconds: float) -> None:
@@ -167,10 +215,11 @@ class Command(BaseCommand):
             )
         )
         settings.DESK_BASE_URL = base_url
+        alert_log = AlertLog(Path(settings.VAR_DIR) / "demo-alerts.log")
         sinks = alerts_demo.start_sinks(
             webhook_port=options["webhook_port"],
             smtp_port=options["smtp_port"],
-            say=self.stdout.write,
+            say=alert_log.write,
         )
         alert_rules = alerts_demo.install(sinks=sinks)
         self.stdout.write(
@@ -195,13 +244,14 @@ class Command(BaseCommand):
             runs = self._load_quality_lab(sandbox_url)
             if options["no_serve"]:
                 self._print_runs(base_url, runs)
+                self.stdout.write(alert_log.summary())
                 self.stdout.write(
                     self.style.SUCCESS(
                         "Demo loaded (--no-serve); stopping web, worker and sandbox."
                     )
                 )
                 return
-            self._print_welcome(base_url, ingest_url, runs)
+            self._print_welcome(base_url, ingest_url, runs, alerts=alert_log.summary())
             while all(process.poll() is None for process in processes):
                 time.sleep(1)
             raise CommandError("A demo process stopped; see its output above.")
@@ -210,6 +260,7 @@ class Command(BaseCommand):
         finally:
             stop_processes(processes, grace_seconds=15)
             sinks.stop()
+            alert_log.close()
 
     def _check_sandbox_allowed(self, port: int) -> None:
         allowance = quality_services.private_allowance()
@@ -464,12 +515,18 @@ class Command(BaseCommand):
             self.stdout.write(f"  {call['tool']:<22}{said}")
         self.stdout.write(f"  its failures: {base_url}/?collection=billing-mcp")
 
-    def _print_welcome(self, base_url: str, ingest_url: str, runs: list[CaseRun]) -> None:
+    def _print_welcome(
+        self, base_url: str, ingest_url: str, runs: list[CaseRun], *, alerts: str
+    ) -> None:
+        """The runs and the alerts in a line each, then what a newcomer needs, last: the
+        addresses and the logins (nothing is printed after them while the demo runs)."""
         username, password = DEMO_ADMIN
         self.stdout.write("Quality Lab runs of the demo collection:")
         self._print_runs(base_url, runs)
+        self.stdout.write(alerts)
         self.stdout.write(
-            self.style.SUCCESS(f"\nTriage Desk is running at {base_url}/\n")
+            self.style.SUCCESS(f"\nTriage Desk is running at {base_url}/")
+            + " (Ctrl-C stops web, worker and sandbox)\n"
             + f"  logins:       {username} / {password} (admin)"
             + "".join(
                 f", {user} / {secret} ({role})" for role, (user, secret) in DEMO_ROLE_USERS.items()
@@ -483,7 +540,5 @@ class Command(BaseCommand):
             + f"  ingest pool:  {ingest_url}/api/v1/ingest (runtimes send here; the web "
             + "address takes ingest too)\n"
             + f"  failures API: {base_url}/api/v1/groups (signed in, or with a read key)\n"
-            + f"  alerts:       {base_url}/alerts/ (rules, channels, the delivery log); each "
-            + "delivery is also printed here as [alerts]\n"
-            + "Press Ctrl-C to stop web, worker and sandbox."
+            + f"  alerts:       {base_url}/alerts/ (rules, channels, the delivery log)"
         )

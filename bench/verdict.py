@@ -1,0 +1,127 @@
+"""The verdict every benchmark gives: no figure from a path that did the wrong thing.
+
+A benchmark measures paths (the fast ingest, the naive one, the worker, the plain engine
+loop, a run of the incident bench...). Before a path's figures count, the benchmark checks
+that the path did its work right: every answer what it should be, every row stored, the
+same verdicts as its reference. Then each target is judged from checked paths only:
+
+    verdicts = Verdicts()
+    verdicts.check("fast", fast_problems)    # [] when the path did its work right
+    verdicts.check("naive", naive_problems)
+    verdicts.target(
+        "fast / naive >= 3x",
+        needs=("fast", "naive"),
+        judge=lambda: (fast / naive >= 3, f"fast / naive {fast / naive:.2f}x >= 3x"),
+    )
+    return verdicts.exit_status(strict=args.strict)
+
+- ``check`` prints ``BROKEN`` and the problems of a path that failed its check.
+- ``target`` calls ``judge`` (which computes the figure) only when every path it needs was
+  checked and passed; it prints ``PASS`` or ``MISS`` and the text. A target whose path
+  failed, or was never checked, prints ``MISS ... not judged`` and its figure is never
+  computed, so no ratio is ever printed from a broken path.
+- ``exit_status``: 2 when a check failed, whatever ``--strict`` says (the run measured
+  nothing); 1 when a target was missed and ``strict``; else 0.
+
+``ratio`` divides without ever turning a missing baseline into 1: a zero or negative
+denominator gives ``None``, which a judge reports as a miss.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import NoReturn
+
+EXIT_MET = 0
+EXIT_MISSED = 1
+EXIT_BROKEN = 2
+# Problems printed per broken path (the rest are counted).
+SHOWN_PROBLEMS = 5
+
+
+def add_strict_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit 1 when a target is missed (a path that fails its check exits 2 anyway)",
+    )
+
+
+def stop_broken(problem: str) -> NoReturn:
+    """Stop a run whose path failed a check it cannot go on without (its warm-up, its load):
+    BROKEN, exit 2, as a failed check at the end would."""
+    print(f"BROKEN  {problem}", flush=True)
+    raise SystemExit(EXIT_BROKEN)
+
+
+def ratio(numerator: float | None, denominator: float | None) -> float | None:
+    """numerator / denominator, or None when either is missing or the denominator is not
+    positive (a baseline that measured nothing is no baseline)."""
+    if numerator is None or denominator is None or denominator <= 0:
+        return None
+    return numerator / denominator
+
+
+@dataclass
+class Verdicts:
+    """The checks of a run's paths and the targets judged from them."""
+
+    say: Callable[[str], None] = print
+    problems: dict[str, list[str]] = field(default_factory=dict)
+    judged: list[tuple[str, bool]] = field(default_factory=list)  # (label, met)
+
+    def check(self, path: str, problems: Iterable[str]) -> bool:
+        """Record the path's check (several calls add up: a path run N times is broken when
+        any run was); True when this call found nothing wrong."""
+        found = [problem for problem in problems if problem]
+        self.problems.setdefault(path, []).extend(found)
+        for problem in found[:SHOWN_PROBLEMS]:
+            self.say(f"BROKEN  {path}: {problem}")
+        if len(found) > SHOWN_PROBLEMS:
+            self.say(f"BROKEN  {path}: ... and {len(found) - SHOWN_PROBLEMS} more problems")
+        return not found
+
+    def passed(self, *paths: str) -> bool:
+        """Every one of these paths was checked and found right."""
+        return all(path in self.problems and not self.problems[path] for path in paths)
+
+    @property
+    def broken(self) -> list[str]:
+        return [path for path, problems in self.problems.items() if problems]
+
+    @property
+    def missed(self) -> list[str]:
+        return [label for label, met in self.judged if not met]
+
+    def target(
+        self, label: str, *, needs: Iterable[str], judge: Callable[[], tuple[bool, str]]
+    ) -> bool:
+        """PASS or MISS for one target; `judge` (met, text) runs only on checked paths."""
+        needs = list(needs)
+        unchecked = [path for path in needs if path not in self.problems]
+        failed = [path for path in needs if self.problems.get(path)]
+        if failed or unchecked or not needs:
+            why = (
+                f"the {', '.join(failed)} path{'s' if len(failed) > 1 else ''} failed "
+                f"{'their' if len(failed) > 1 else 'its'} check"
+                if failed
+                else f"{', '.join(unchecked) or 'no path'} never checked"
+            )
+            self.judged.append((label, False))
+            self.say(f"MISS  {label}: not judged, {why}")
+            return False
+        met, text = judge()
+        self.judged.append((label, met))
+        self.say(f"{'PASS' if met else 'MISS'}  {text}")
+        return met
+
+    def exit_status(self, *, strict: bool) -> int:
+        if self.broken:
+            their = "their checks" if len(self.broken) > 1 else "its check"
+            self.say(f"BROKEN: {', '.join(self.broken)} failed {their}; no figure of it judged")
+            return EXIT_BROKEN
+        if strict and self.missed:
+            return EXIT_MISSED
+        return EXIT_MET

@@ -1,0 +1,145 @@
+"""The checks of bench/qualitylab.py, bench/alerts.py, bench/scrub.py and
+bench/triage_scale.py, on made-up results: each finds the wrong result it exists for, and a
+run with one exits non-zero."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import pytest
+
+from bench import qualitylab, scrub, triage_scale
+from bench.alerts import delivery_problems
+from bench.verdict import EXIT_BROKEN, EXIT_MET, EXIT_MISSED
+
+# --- Quality Lab --------------------------------------------------------------------------
+
+
+def test_a_worker_that_judges_a_case_otherwise_than_the_engine_is_found() -> None:
+    engine = {"a": (True, "", ""), "b": (False, "search", "not_retrieved"), "c": (True, "", "")}
+    assert qualitylab.verdict_differences(dict(engine), engine) == []
+    worker = {**engine, "b": (True, "", ""), "d": (True, "", "")}
+    del worker["c"]
+    assert qualitylab.verdict_differences(worker, engine) == [
+        "case b: the worker says passed, the engine failed at search: not_retrieved",
+        "case c: the worker says nothing, the engine passed",
+        "case d: a result for no case sent",
+    ]
+
+
+def test_a_large_spec_import_that_lost_tools_is_broken() -> None:
+    assert qualitylab.import_problems(1, {"engine": 1223, "desk": 1223}) == []
+    assert qualitylab.import_problems(2, {"engine": 1223, "desk": 1190}) == [
+        "attempt 2: the worker built 1190 tools, graph-tool-call's own build 1223"
+    ]
+    assert qualitylab.import_problems(1, {"engine": 0, "desk": 0})  # nothing built at all
+
+
+# --- alerts -----------------------------------------------------------------------------
+
+
+def test_the_expected_deliveries_are_the_rules_not_what_arrived() -> None:
+    arrived = [(1.0, True)] * 41
+    assert delivery_problems(41, arrived, "after the samples") == []
+    assert delivery_problems(42, arrived, "at the end") == [
+        "at the end: 41 webhooks arrived, the rules must send 42"
+    ]
+    assert delivery_problems(40, arrived, "at the end") == [
+        "at the end: 41 webhooks arrived, the rules must send 40"
+    ]
+    forged = [*arrived[:40], (1.0, False)]
+    assert delivery_problems(41, forged, "x") == ["x: 1 webhooks whose signature did not verify"]
+    assert delivery_problems(41, forged, "x", signatures=False) == []
+
+
+# --- scrub ------------------------------------------------------------------------------
+
+
+def run_scrub(
+    monkeypatch: pytest.MonkeyPatch, shapes: list[str], *argv: str, kilobytes: int = 3
+) -> int:
+    monkeypatch.setattr(
+        scrub, "HOSTILE_SHAPES", {name: scrub.HOSTILE_SHAPES[name] for name in shapes}
+    )
+    arguments = ["--kilobytes", str(kilobytes), "--rounds", "1", *argv]
+    monkeypatch.setattr(sys, "argv", ["scrub.py", *arguments])
+    return scrub.main()
+
+
+def test_the_scrub_bench_times_shapes_it_checked(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Without --strict only a broken shape fails the run (timings on a busy machine vary).
+    assert run_scrub(monkeypatch, [scrub.ORDINARY, "card numbers", "near-cards"]) == EXIT_MET
+    out = capsys.readouterr().out
+    assert "BROKEN" not in out and "not judged" not in out
+    assert "  card numbers: " in out and "  near-cards: " in out  # judged: PASS or MISS
+
+
+def test_a_scrubber_that_lets_a_card_through_is_broken(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from triage import scrub as scrubber
+
+    monkeypatch.setattr(scrubber, "scrub_payload", lambda body, **kwargs: body)
+    assert run_scrub(monkeypatch, [scrub.ORDINARY, "card numbers"]) == EXIT_BROKEN
+    out = capsys.readouterr().out
+    assert "BROKEN  card numbers: 3,000 chars: the planted '4111 1111 1111 1111' came out" in out
+    assert "MISS  card numbers: not judged" in out
+
+
+def test_a_refused_shape_is_a_miss_not_a_fast_pass(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The budget refuses this one (scrub_failed): its time would be the refusal's, which
+    # stops early. It used to be timed and printed PASS.
+    shapes = [scrub.ORDINARY, "secrets, encoded and escaped"]
+    assert run_scrub(monkeypatch, shapes, kilobytes=20) == EXIT_MET
+    assert run_scrub(monkeypatch, shapes, "--strict", kilobytes=20) == EXIT_MISSED
+    out = capsys.readouterr().out
+    assert "MISS  secrets, encoded and escaped: refused by the work budget (scrub_failed) at" in out
+    assert "PASS  secrets" not in out
+
+
+# --- triage at scale --------------------------------------------------------------------
+
+
+def endpoint(url: str, *, api: bool = False) -> triage_scale.Endpoint:
+    return triage_scale.Endpoint(url, url, api=api)
+
+
+def test_an_endpoint_is_checked_before_it_is_timed() -> None:
+    assert triage_scale.endpoint_problems(endpoint("/"), 200, b"<html>") == []
+    assert triage_scale.endpoint_problems(endpoint("/"), 302, b"") == ["/: HTTP 302"]
+    api = endpoint("/api/v1/groups", api=True)
+    assert triage_scale.endpoint_problems(api, 200, b'{"results": [{"id": 1}]}') == []
+    assert triage_scale.endpoint_problems(api, 200, b'{"results": []}') == [
+        "/api/v1/groups: no rows in the answer"
+    ]
+
+
+def size(records: int, loaded: int, p95_ms: float, **fields: Any) -> triage_scale.SizeResult:
+    timing = triage_scale.Timing(
+        "triage page, defaults (24h, active)", [p95_ms] * 20, 11, triage_page=True
+    )
+    return triage_scale.SizeResult(
+        records, None, {"records": loaded, "groups": 9}, [timing], **fields
+    )
+
+
+def test_a_size_whose_database_is_short_is_never_judged(capsys: pytest.CaptureFixture[str]) -> None:
+    passed = triage_scale.report([size(100_000, 100_000, 40.0), size(1_000_000, 1_000_000, 50.0)])
+    assert passed.exit_status(strict=True) == EXIT_MET
+    assert "PASS  triage page, defaults (24h, active): p95 50.0 ms" in capsys.readouterr().out
+    short = triage_scale.report([size(100_000, 100_000, 40.0), size(1_000_000, 640_000, 30.0)])
+    assert short.exit_status(strict=False) == EXIT_BROKEN
+    out = capsys.readouterr().out
+    assert "BROKEN  1,000,000 records: the database holds 640,000 records" in out
+    assert "30.0" not in out
+
+
+def test_an_error_while_timing_breaks_the_size(capsys: pytest.CaptureFixture[str]) -> None:
+    failed = size(1_000_000, 1_000_000, 50.0, problems=["API groups, recently seen: HTTP 500"])
+    found = triage_scale.report([size(100_000, 100_000, 40.0), failed])
+    assert found.exit_status(strict=False) == EXIT_BROKEN
