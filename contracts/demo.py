@@ -16,6 +16,7 @@ from typing import Any
 from contracts.scan import contracts_scan_all
 from triage.models import ToolPolicy
 
+OWNER = "demo-contracts"
 COLLECTION = "billing"
 POLICIES = (
     ("getInvoice", "read", ""),

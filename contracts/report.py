@@ -24,6 +24,7 @@ def tool_document(tool: ToolContract) -> dict[str, Any]:
             for criterion in tool.criteria
         },
         "failures": tool.failures,
+        "failed_calls": tool.failed_calls,
         "successes": tool.successes,
         "failure_rate": _round(tool.failure_rate),
         "retries": tool.retries,

@@ -44,7 +44,14 @@ HIGH_STAKES_GRADES = ("external_write", "privileged")
 CONTRACTED_SHARE = 0.9
 LIST_LIMIT = 100
 
+# The seed's four criteria: a short name for the column, the seed's sentence on hover.
 CRITERIA: dict[str, Any] = {
+    "failing": gettext_lazy("fails or retried"),
+    "stakes": gettext_lazy("side effect"),
+    "manual_check": gettext_lazy("checked by hand"),
+    "duplicates": gettext_lazy("ran twice"),
+}
+CRITERIA_MEANING: dict[str, Any] = {
     "failing": gettext_lazy("fails often or is retried often"),
     "stakes": gettext_lazy("external write, credential, cost or production change"),
     "manual_check": gettext_lazy("state checked by hand after a timeout"),
@@ -62,6 +69,10 @@ class Criterion:
     @property
     def label(self) -> str:
         return str(CRITERIA[self.code])
+
+    @property
+    def meaning(self) -> str:
+        return str(CRITERIA_MEANING[self.code])
 
 
 @dataclass
@@ -96,11 +107,17 @@ class ToolContract:
         return max(self.successes_runner, self.successes_receipts)
 
     @property
+    def failed_calls(self) -> int:
+        """Failure records and failed receipts may both report one call: the larger count."""
+        return max(self.failures, self.receipts - self.successes_receipts)
+
+    @property
     def failure_rate(self) -> float | None:
-        """Failures over failures plus successes; None when no success reached the desk."""
+        """Failed calls over failed plus successful ones; None when no success reached the
+        desk (never a made-up rate)."""
         if not self.successes:
             return None
-        return self.failures / (self.failures + self.successes)
+        return self.failed_calls / (self.failed_calls + self.successes)
 
     @property
     def retries_a_month(self) -> float:
@@ -240,7 +257,7 @@ def _rank_key(tool: ToolContract) -> tuple[Any, ...]:
     return (
         -len(tool.met),
         -_GRADE_WEIGHT.get(tool.side_effect, 0),
-        -(tool.failures + tool.retries),
+        -(tool.failed_calls + tool.retries),
         tool.collection,
         tool.tool,
     )

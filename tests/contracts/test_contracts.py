@@ -416,3 +416,23 @@ def test_idle_trails_and_old_counters_are_dropped(ingest_client: APIClient) -> N
     assert ToolDay.objects.filter(tool="aging").exists()  # counters stay for a year
     contracts_scan(now=timezone.now() + timedelta(days=400))
     assert not ToolDay.objects.filter(tool="aging").exists()
+
+
+def test_failed_receipts_count_as_failed_calls_without_counting_a_call_twice(
+    ingest_client: APIClient,
+) -> None:
+    done = {"result": "ok", "reason": "", "execution_state": "completed"}
+    _ingest(
+        ingest_client,
+        # Receipts only: 1 failed run, 3 completed.
+        _receipt("receiptsOnly", "a", 1),
+        *[_receipt("receiptsOnly", f"b{i}", 2 + i, **done) for i in range(3)],
+        # The same failed run reported twice: a failure record and a failed receipt.
+        failure_item(tool="bothWays", idempotency_key="c", occurred_at=_at(1)),
+        _receipt("bothWays", "c", 1),
+        *[_receipt("bothWays", f"d{i}", 2 + i, **done) for i in range(3)],
+    )
+    _scan()
+    tools = _tools()
+    assert tools["receiptsOnly"].failure_rate == pytest.approx(0.25)
+    assert tools["bothWays"].failure_rate == pytest.approx(0.25)

@@ -30,6 +30,7 @@ from qualitylab.models import BuildStatus, CaseRun, Collection, LearningMode, Ru
 from qualitylab.sandbox import DEMO_TOKEN
 from triage import outbound
 from triage.demo_data import demo_items
+from triage.intake.ingest import batch_ingest
 from triage.models import ApiKey, IngestItem
 from triage.roles import ensure_role_group
 from triage.services import api_key_create, person_language_set
@@ -240,6 +241,7 @@ class Command(BaseCommand):
             self._wait_for_sandbox(sandbox_url, sandbox)
             self._load_traffic(ingest_url)
             self._run_mcp_runtime(base_url, ingest_url)
+            self._load_contracts(base_url)
             processes.append(self._start_worker())
             runs = self._load_quality_lab(sandbox_url)
             if options["no_serve"]:
@@ -484,6 +486,24 @@ class Command(BaseCommand):
             f"Sent {len(items)} demo items with triage_desk_client.Reporter "
             f"(POST /api/v1/ingest): {stats['sent']} accepted, {stats['duplicate']} duplicate, "
             f"{stats['rejected']} rejected"
+        )
+
+    def _load_contracts(self, base_url: str) -> None:
+        """Tools in every state of the contracts page (contracts.demo), counted at once."""
+        from contracts import demo as contracts_demo
+
+        if IngestItem.objects.filter(owner=contracts_demo.OWNER).exists():
+            self.stdout.write("The contracts demo is already loaded; keeping it.")
+            return
+
+        def ingest(items: list[dict[str, Any]]) -> None:
+            for start in range(0, len(items), 500):
+                batch_ingest(owner=contracts_demo.OWNER, items=items[start : start + 500])
+
+        sent = contracts_demo.install(now=timezone.now(), ingest=ingest)
+        self.stdout.write(
+            f"Contracts: {sent} receipts of billing's getInvoice (keeps its contract) and "
+            f"sendInvoice (breaks a retry rule): {base_url}/contracts/"
         )
 
     def _run_mcp_runtime(self, base_url: str, ingest_url: str) -> None:
