@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 
-.PHONY: install messages browser demo test lint typecheck check pytest bench bench-scale bench-incident clean
+.PHONY: install messages browser demo test lint typecheck check pytest docs docs-serve bench bench-scale bench-incident clean
 
 ## DJANGO_DEBUG defaults to off (production). The development targets run the development
 ## settings (a fixed dev-only secret key, plain HTTP, local hosts); a value already exported
@@ -17,7 +17,7 @@ install: $(VENV)/.installed messages
 $(VENV)/.installed: pyproject.toml client/pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]' -e ./client
+	$(PY) -m pip install --quiet -e '.[test,docs]' -e ./client
 	@touch $@
 
 ## The message catalogs (locale/<language>/LC_MESSAGES/django.po), compiled with gettext's
@@ -46,8 +46,9 @@ demo: install
 	DEMO_SANDBOX_PORT=$(DEMO_SANDBOX_PORT) \
 	QUALITYLAB_ALLOWED_PRIVATE_HOSTS=127.0.0.1:$(DEMO_SANDBOX_PORT) $(PY) manage.py demo
 
-## Lint, type-check, Django checks, migrations check and the whole test suite.
-test: install browser lint typecheck check pytest
+## Lint, type-check, Django checks, migrations check, the docs' strict build and the whole
+## test suite.
+test: install browser lint typecheck check docs pytest
 
 lint:
 	$(BIN)/ruff check .
@@ -63,21 +64,39 @@ check:
 pytest:
 	$(BIN)/pytest
 
-bench: install
-	$(PY) bench/ingest.py
-	$(PY) bench/qualitylab.py
-	$(PY) bench/mcp_middleware.py
+## The documentation site (docs/, mkdocs.yml) into site/: strict, so a broken link or anchor,
+## or a page missing from the nav, fails. docs-serve rebuilds it as files change, on
+## 127.0.0.1:$(DOCS_PORT) (8004: the demo takes 8000-8002).
+DOCS_PORT ?= 8004
+docs docs-serve: export NO_MKDOCS_2_WARNING = 1
+docs: install
+	$(BIN)/mkdocs build --strict --site-dir site
 
-## 100k then 1M records into PostgreSQL (DATABASE triage_scale), then page times: ~10 min.
+docs-serve: install
+	$(BIN)/mkdocs serve --strict --dev-addr 127.0.0.1:$(DOCS_PORT)
+
+## Every benchmark checks its path's answers and stored rows before a figure counts: a path
+## that fails its check is BROKEN (exit 2); --strict makes a missed target fail too (exit 1).
+## Each runs whatever the one before it found; make fails at the end if any of them did.
+BENCHES := ingest qualitylab mcp_middleware scrub alerts
+bench: install
+	@failed=""; for name in $(BENCHES); do \
+	  echo "== bench/$$name.py"; $(PY) bench/$$name.py --strict || failed="$$failed $$name"; \
+	done; if [ -n "$$failed" ]; then echo "failed or missed:$$failed"; exit 1; fi
+
+## 100k then 1M records into PostgreSQL (DATABASE triage_scale), then page times: ~10 min;
+## then the contracts page with 1,000 tools over a million records (DATABASE
+## triage_contracts; bench/contracts.py --reuse measures again without loading).
 bench-scale: install
-	$(PY) bench/triage_scale.py
+	$(PY) bench/triage_scale.py --strict
+	$(PY) bench/contracts.py --strict
 
 ## Pages under an ingest flood: viewers and senders on shared and split pools (~4 min after
 ## the million-record database of bench-scale is loaded), then the ingest pool with its
 ## senders' connections on one worker against spread over its workers (~6 min).
 bench-incident: install
-	$(PY) bench/incident.py
-	$(PY) bench/crowded.py
+	$(PY) bench/incident.py --strict
+	$(PY) bench/crowded.py --strict
 
 clean:
 	rm -rf var/celery var/test-artifacts
