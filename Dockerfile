@@ -9,6 +9,8 @@ COPY config ./config
 COPY triage ./triage
 COPY learning ./learning
 COPY qualitylab ./qualitylab
+COPY alerts ./alerts
+COPY contracts ./contracts
 COPY client ./client
 RUN pip install --upgrade pip && pip install . ./client
 
