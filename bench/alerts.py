@@ -371,7 +371,7 @@ def main() -> int:
         worker.wait(timeout=30)
         receiver.stop()
         log.close()
-    return verdicts.exit_status(strict=args.strict)
+    return verdicts.exit_status(strict=args.strict, results_dir=args.results_dir, bench="alerts")
 
 
 if __name__ == "__main__":

@@ -268,7 +268,9 @@ def main(argv: list[str] | None = None) -> int:
 
     verdicts = Verdicts()
     if not verdicts.check("scan", scan_problems(args.tools)):
-        return verdicts.exit_status(strict=args.strict)
+        return verdicts.exit_status(
+            strict=args.strict, results_dir=args.results_dir, bench="contracts"
+        )
     timings, problems = measure(args.repeat)
     verdicts.check("pages", problems)
     if not problems:
@@ -290,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
             )
 
         verdicts.target(timing.label, needs=("scan", "pages"), judge=judge)
-    return verdicts.exit_status(strict=args.strict)
+    return verdicts.exit_status(strict=args.strict, results_dir=args.results_dir, bench="contracts")
 
 
 if __name__ == "__main__":

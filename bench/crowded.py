@@ -221,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
         )
 
     verdicts.target("crowded against spread", needs=["spread", "crowded"], judge=judge)
-    return verdicts.exit_status(strict=args.strict)
+    return verdicts.exit_status(strict=args.strict, results_dir=args.results_dir, bench="crowded")
 
 
 if __name__ == "__main__":

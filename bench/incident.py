@@ -899,7 +899,7 @@ def report(rounds: list[list[Row]], args: argparse.Namespace) -> int:
             "split_ingest", TARGET_INGEST_RATIO, "ingest against its rate alone", at_most=False
         ),
     )
-    return verdicts.exit_status(strict=args.strict)
+    return verdicts.exit_status(strict=args.strict, results_dir=args.results_dir, bench="incident")
 
 
 if __name__ == "__main__":

@@ -1370,7 +1370,7 @@ def main() -> int:
     if args.repeat > 1:
         print(f"best of {args.repeat} runs per path is compared below")
     judge_paths(verdicts, rows, naive=not args.skip_naive, otlp=not args.skip_otlp)
-    return verdicts.exit_status(strict=args.strict)
+    return verdicts.exit_status(strict=args.strict, results_dir=args.results_dir, bench="ingest")
 
 
 def check_paths(rows: list[Measurement], *, key: Callable[[Measurement], str]) -> Verdicts:
@@ -1432,7 +1432,9 @@ def run_sweep(args: argparse.Namespace, run: Callable[..., Measurement]) -> int:
     candidates = [row for row in rows if verdicts.passed(sweep_label(row))]
     if not candidates:
         print("best: none, no configuration passed its check")
-        return verdicts.exit_status(strict=args.strict)
+        return verdicts.exit_status(
+            strict=args.strict, results_dir=args.results_dir, bench="ingest-sweep"
+        )
     best = max(candidates, key=lambda row: row.rate)
     verdicts.target(
         "best configuration",
@@ -1442,7 +1444,9 @@ def run_sweep(args: argparse.Namespace, run: Callable[..., Measurement]) -> int:
             f"best: {sweep_label(best)}, {best.rate:.0f} records/s (target >= {TARGET_RATE:.0f})",
         ),
     )
-    return verdicts.exit_status(strict=args.strict)
+    return verdicts.exit_status(
+        strict=args.strict, results_dir=args.results_dir, bench="ingest-sweep"
+    )
 
 
 def run_cardinality(args: argparse.Namespace, run: Callable[..., Measurement]) -> int:
@@ -1488,7 +1492,9 @@ def run_cardinality(args: argparse.Namespace, run: Callable[..., Measurement]) -
                 if (found := ratio(fast.rate, before.rate)) is not None
             ]
             print(f"  {shape.label:<10}" + "  ".join(f"{found:.2f}x" for found in ratios))
-    return verdicts.exit_status(strict=args.strict)
+    return verdicts.exit_status(
+        strict=args.strict, results_dir=args.results_dir, bench="ingest-cardinality"
+    )
 
 
 if __name__ == "__main__":

@@ -767,7 +767,9 @@ def large_spec_main(args: argparse.Namespace) -> int:
         shutil.rmtree(scratch, ignore_errors=True)
     if not verdicts.passed("import"):
         verdicts.target("import", needs=["import"], judge=lambda: (False, ""))
-        return verdicts.exit_status(strict=args.strict)
+        return verdicts.exit_status(
+            strict=args.strict, results_dir=args.results_dir, bench="qualitylab-large-spec"
+        )
     engine_run, desk_run = best["engine"], best["desk"]
     wall_ratio = desk_run["seconds"] / engine_run["seconds"]
     cpu_ratio = desk_run["cpu_seconds"] / engine_run["cpu_seconds"]
@@ -807,7 +809,9 @@ def large_spec_main(args: argparse.Namespace) -> int:
         ),
     )
     print(f"end: {_load()}")
-    return verdicts.exit_status(strict=args.strict)
+    return verdicts.exit_status(
+        strict=args.strict, results_dir=args.results_dir, bench="qualitylab-large-spec"
+    )
 
 
 def import_problems(attempt: int, tools: dict[str, int]) -> list[str]:
@@ -956,7 +960,9 @@ def main() -> int:
     verdicts.target("rate", needs=["worker"], judge=rate)
     verdicts.target("overhead", needs=["worker", "plain loop"], judge=overhead)
     print(f"end: {_load()}")
-    return verdicts.exit_status(strict=args.strict)
+    return verdicts.exit_status(
+        strict=args.strict, results_dir=args.results_dir, bench="qualitylab"
+    )
 
 
 if __name__ == "__main__":

@@ -235,7 +235,7 @@ def main() -> int:
             judge=partial(judge, row, ordinary, small_chars),
         )
     print(f"load average {os.getloadavg()[0]:.2f}")
-    return verdicts.exit_status(strict=args.strict)
+    return verdicts.exit_status(strict=args.strict, results_dir=args.results_dir, bench="scrub")
 
 
 def judge(row: Row, ordinary: float, small_chars: int) -> tuple[bool, str]:

@@ -812,7 +812,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         for size, server in servers.items()
     ]
-    return report(results).exit_status(strict=args.strict)
+    return report(results).exit_status(
+        strict=args.strict, results_dir=args.results_dir, bench="triage-scale"
+    )
 
 
 if __name__ == "__main__":

@@ -25,13 +25,25 @@ same verdicts as its reference. Then each target is judged from checked paths on
 
 ``ratio`` divides without ever turning a missing baseline into 1: a zero or negative
 denominator gives ``None``, which a judge reports as a miss.
+
+A benchmark that names itself (``Verdicts(bench="ingest")``) writes its result when it
+gives its exit status: ``bench/results/<bench>.json`` (``--results-dir`` elsewhere), with
+each target's verdict and text, each path's check, the date, the commit and the machine
+(cores, CPU model, load average). ``make bench-report`` (``bench/report.py``) turns the
+newest result of each benchmark into the table of ``docs/benchmarks.md``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import platform
+import subprocess
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import NoReturn
 
 EXIT_MET = 0
@@ -39,6 +51,7 @@ EXIT_MISSED = 1
 EXIT_BROKEN = 2
 # Problems printed per broken path (the rest are counted).
 SHOWN_PROBLEMS = 5
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 
 def add_strict_argument(parser: argparse.ArgumentParser) -> None:
@@ -47,6 +60,49 @@ def add_strict_argument(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="exit 1 when a target is missed (a path that fails its check exits 2 anyway)",
     )
+    parser.add_argument(
+        "--results-dir",
+        type=Path,
+        default=RESULTS_DIR,
+        help="where the run's verdicts are written as <bench>.json (bench/results)",
+    )
+
+
+def machine() -> dict[str, object]:
+    """What ran the benchmark: its cores, CPU model and load when the run ended."""
+    model = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    load = os.getloadavg() if hasattr(os, "getloadavg") else (0.0, 0.0, 0.0)
+    return {"cores": os.cpu_count(), "cpu": model, "load_average": [round(x, 2) for x in load]}
+
+
+def commit() -> str:
+    try:
+        done = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=Path(__file__).resolve().parent,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=5,
+        )
+    except OSError:
+        return ""
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no"],
+        cwd=Path(__file__).resolve().parent,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=5,
+    ).stdout.strip()
+    return done.stdout.strip() + ("+changes" if dirty else "")
 
 
 def stop_broken(problem: str) -> NoReturn:
@@ -71,6 +127,8 @@ class Verdicts:
     say: Callable[[str], None] = print
     problems: dict[str, list[str]] = field(default_factory=dict)
     judged: list[tuple[str, bool]] = field(default_factory=list)  # (label, met)
+    bench: str = ""  # names the result file; "" writes none
+    texts: list[str] = field(default_factory=list)  # each judged target's line
 
     def check(self, path: str, problems: Iterable[str]) -> bool:
         """Record the path's check (several calls add up: a path run N times is broken when
@@ -110,14 +168,44 @@ class Verdicts:
                 else f"{', '.join(unchecked) or 'no path'} never checked"
             )
             self.judged.append((label, False))
+            self.texts.append(f"not judged, {why}")
             self.say(f"MISS  {label}: not judged, {why}")
             return False
         met, text = judge()
         self.judged.append((label, met))
+        self.texts.append(text)
         self.say(f"{'PASS' if met else 'MISS'}  {text}")
         return met
 
-    def exit_status(self, *, strict: bool) -> int:
+    def result(self) -> dict[str, object]:
+        return {
+            "bench": self.bench,
+            "date": datetime.now(UTC).isoformat(timespec="seconds"),
+            "commit": commit(),
+            "machine": machine(),
+            "broken": self.broken,
+            "checks": {path: problems[:SHOWN_PROBLEMS] for path, problems in self.problems.items()},
+            "targets": [
+                {"label": label, "met": met, "text": text}
+                for (label, met), text in zip(self.judged, self.texts, strict=True)
+            ],
+        }
+
+    def write(self, directory: Path = RESULTS_DIR) -> Path | None:
+        """The run's result as <bench>.json (nothing when the benchmark has no name)."""
+        if not self.bench:
+            return None
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / f"{self.bench}.json"
+        path.write_text(json.dumps(self.result(), indent=2, ensure_ascii=False) + "\n")
+        return path
+
+    def exit_status(self, *, strict: bool, results_dir: Path | None = None, bench: str = "") -> int:
+        """The run's exit status; with `bench` (and where `results_dir` says) its result
+        file is written first."""
+        self.bench = bench or self.bench
+        if results_dir is not None:
+            self.write(results_dir)
         if self.broken:
             their = "their checks" if len(self.broken) > 1 else "its check"
             self.say(f"BROKEN: {', '.join(self.broken)} failed {their}; no figure of it judged")

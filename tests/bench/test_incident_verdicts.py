@@ -88,6 +88,7 @@ def args(strict: bool) -> argparse.Namespace:
     return argparse.Namespace(
         occurred="now", viewers=4, think=1.0, senders=2, batch=500, seconds=10.0,
         web_workers=2, ingest_workers=2, ingest_threads=16, ingest_slots=0, strict=strict,
+        results_dir=None,
     )  # fmt: skip
 
 

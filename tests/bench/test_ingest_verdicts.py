@@ -91,7 +91,9 @@ def sweep(
             row.errors.append("database holds 0 records, expected 10000")
         return row
 
-    args = argparse.Namespace(app=ingest.FAST_APP, records=10_000, repeat=1, strict=False)
+    args = argparse.Namespace(
+        app=ingest.FAST_APP, records=10_000, repeat=1, strict=False, results_dir=None
+    )
     return args, run
 
 
