@@ -16,8 +16,14 @@ def _choices(values: Any) -> list[tuple[str, str]]:
     return [("", _("any")), *[(value, value) for value in values]]
 
 
+class _ChannelChoiceField(forms.ModelMultipleChoiceField):
+    def label_from_instance(self, obj: Any) -> str:
+        # The kind in the page's language ("shop-hook · 웹훅 (JSON, 서명됨)"), not its code.
+        return f"{obj.name} · {obj.get_kind_display()}"
+
+
 class RuleForm(forms.ModelForm):
-    channels = forms.ModelMultipleChoiceField(
+    channels = _ChannelChoiceField(
         queryset=Channel.objects.all(), widget=forms.CheckboxSelectMultiple, label=_("Channels")
     )
     lane = forms.ChoiceField(choices=_choices(taxonomy.LANES), required=False, label=_("Lane"))

@@ -10,7 +10,7 @@ import functools
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from django.db.models import Count, Max, Sum
@@ -305,6 +305,11 @@ class ContractsOverview:
         return self._shown(
             [tool for tool in self.tools if tool.not_started_claims or tool.contradicted]
         )
+
+    @property
+    def since_day(self) -> date:
+        """The window's first day, a UTC day (the counters' days are UTC days)."""
+        return self.since.date()
 
     @property
     def has_envelopes(self) -> bool:

@@ -207,8 +207,12 @@ class Suggestion(models.Model):
     attempts: models.ManyToManyField[LearningAttempt, SuggestionAttempt] = models.ManyToManyField(
         LearningAttempt, through="SuggestionAttempt", related_name="suggestions"
     )
+    # When the desk derived it; its attempts all occurred before.
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
+    # The oldest and the newest of its attempts (when they occurred, not when they arrived):
+    # what the pages call first and last seen.
+    first_seen_at = models.DateTimeField(default=timezone.now)
     last_seen_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

@@ -229,6 +229,10 @@ def _merge_attempt(
             row.prior_failure_count = int(item.get("prior_failure_count") or 0)
             row.data = {key: value for key, value in item.items() if key not in _STATUS_KEYS}
             row.sensitive_evidence = row.sensitive_evidence or attempt.carried_secret
+            # An attempt may arrive after newer ones (a runtime's spool sent late): first seen
+            # moves back, last seen only forward.
+            if row.pk is None or attempt.occurred_at < row.first_seen_at:
+                row.first_seen_at = attempt.occurred_at
             if row.pk is None or attempt.occurred_at > row.last_seen_at:
                 row.last_seen_at = attempt.occurred_at
             row.updated_at = now

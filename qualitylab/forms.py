@@ -17,7 +17,7 @@ from qualitylab import engine, services
 from qualitylab.models import CaseMode, Collection, QualityCase, Suite
 from triage.collection_names import COLLECTION_NAME_MAX_LENGTH
 from triage.fields import validate_collection_name, validate_outbound_url
-from triage.forms import MAX_ID
+from triage.forms import MAX_ID, help_with_code
 from triage.json_limits import JSONTooDeep, loads_bounded
 
 MAX_CASES_FILE_BYTES = 5_000_000
@@ -155,8 +155,12 @@ class CollectionSettingsForm(forms.Form):
     )
     auth_scheme = forms.CharField(
         required=False, max_length=40, initial="Bearer", label=gettext_lazy("Scheme"),
-        help_text=gettext_lazy(
-            "Put before the secret (Bearer, Token...); empty sends the secret as is."
+        help_text=help_with_code(
+            gettext_lazy(
+                "Put before the secret ({bearer}, {token}…); empty sends the secret as is."
+            ),
+            bearer="Bearer",
+            token="Token",
         ),
     )  # fmt: skip
     auth_secret_env = forms.CharField(
@@ -275,9 +279,9 @@ class CollectionCreateForm(CollectionSettingsForm, SpecSourceForm):
 class CasesImportForm(forms.Form):
     cases_file = forms.FileField(
         label=gettext_lazy("Cases file (JSON)"),
-        help_text=gettext_lazy(
-            'A JSON list of cases in the documented schema: [{"id": ..., "mode": ..., '
-            '"query": ...}, ...]. At most 5 MB.'
+        help_text=help_with_code(
+            gettext_lazy("A JSON list of cases in the documented schema: {example}. At most 5 MB."),
+            example='[{"id": ..., "mode": ..., "query": ...}, ...]',
         ),
         widget=forms.ClearableFileInput(attrs={"accept": ".json,application/json"}),
     )
@@ -311,14 +315,18 @@ class CasesImportForm(forms.Form):
 
 
 _JSON_FIELD_HELP = {
-    "provided_entities": gettext_lazy('Values the plan may use, e.g. {"orderNo": "ORD-1001"}.'),
-    "assertions": gettext_lazy(
-        'A list like [{"type": "selected_target", "equals": "getOrderDetail"}] or '
-        'an object like {"selected_target": "getOrderDetail", "allowed_failure_reasons": []}.'
+    "provided_entities": help_with_code(
+        gettext_lazy("Values the plan may use, e.g. {example}."),
+        example='{"orderNo": "ORD-1001"}',
     ),
-    "cleanup": gettext_lazy(
-        'Execute cases that mutate: [{"tool": "cancelRefund", "args": '
-        '{"refundId": "${createRefund.refundId}"}}].'
+    "assertions": help_with_code(
+        gettext_lazy("A list like {list} or an object like {object}."),
+        list='[{"type": "selected_target", "equals": "getOrderDetail"}]',
+        object='{"selected_target": "getOrderDetail", "allowed_failure_reasons": []}',
+    ),
+    "cleanup": help_with_code(
+        gettext_lazy("Execute cases that mutate: {example}."),
+        example='[{"tool": "cancelRefund", "args": {"refundId": "${createRefund.refundId}"}}]',
     ),
 }
 # CaseSpecError.field ("assertions[2].type", "cleanup[0].tool", "id") -> the form's field.

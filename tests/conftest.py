@@ -39,6 +39,16 @@ def _loopback_servers_allowed() -> Any:
         os.environ["QUALITYLAB_ALLOWED_PRIVATE_HOSTS"] = previous_env
 
 
+@pytest.fixture(autouse=True)
+def _contract_badges_settled() -> Any:
+    """The triage pages read the contracts badge at most every 30 s per process; each test
+    starts as the steady state does, with nothing badged (a test of the badge forgets it)."""
+    from contracts.selectors import settle_memo
+
+    settle_memo()
+    yield
+
+
 def _service_missing(name: str) -> str | None:
     if name == "postgres":
         if connection.vendor != "postgresql":

@@ -5,7 +5,7 @@ from __future__ import annotations
 import unicodedata
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlencode
 
 from django import forms
@@ -14,7 +14,9 @@ from django.contrib.auth import get_user_model
 from django.core.validators import URLValidator
 from django.http import QueryDict
 from django.utils import timezone
-from django.utils.functional import Promise
+from django.utils.functional import Promise, lazy
+from django.utils.html import escape, format_html
+from django.utils.safestring import SafeString
 from django.utils.translation import gettext, gettext_lazy, ngettext
 from django.utils.translation import gettext_lazy as _
 
@@ -30,6 +32,9 @@ from triage.models import (
     RunbookSubject,
     ToolPolicy,
 )
+
+if TYPE_CHECKING:
+    from django.utils.functional import _StrPromise
 
 WINDOWS = {"1h": timedelta(hours=1), "24h": timedelta(hours=24), "7d": timedelta(days=7),
            "30d": timedelta(days=30)}  # fmt: skip
@@ -327,17 +332,36 @@ class GroupRecordsForm(forms.Form):
         return raw
 
 
-# Mute presets: how long, and for the week, until the next Monday morning in the person's zone.
+def help_with_code(text: _StrPromise, **examples: str) -> _StrPromise:
+    """A translatable help text whose examples are code: each ``{name}`` of `text` is shown
+    as ``<code>example</code>`` (a JSON example or a command reads as code in any language,
+    and the sentence around it is translated whole)."""
+
+    def shown() -> SafeString:
+        return format_html(
+            escape(str(text)),
+            **{name: format_html("<code>{}</code>", code) for name, code in examples.items()},
+        )
+
+    # Lazy like a gettext_lazy help text (a form class is built once, its page in any language).
+    return cast("_StrPromise", lazy(shown, SafeString)())
+
+
+# Mute presets: how long; until tomorrow's 09:00, and for the week until the next Monday's, on
+# the person's clock (their zone, whatever daylight saving time does in between).
 MUTE_PRESETS: dict[str, Promise] = {
     "1h": _("1 hour"),
     "4h": _("4 hours"),
     "24h": _("24 hours"),
+    "tomorrow": _("until 09:00 tomorrow"),
     "next_week": _("until next week"),
 }
 _MUTE_DURATIONS = {"1h": timedelta(hours=1), "4h": timedelta(hours=4), "24h": timedelta(hours=24)}
 
 
 def mute_preset_end(preset: str, now: datetime) -> datetime:
+    if preset == "tomorrow":
+        return timezones.tomorrow_morning(now)
     if preset == "next_week":
         return timezones.start_of_next_week(now)
     return now + _MUTE_DURATIONS[preset]
@@ -495,8 +519,9 @@ class ToolPolicyForm(forms.ModelForm):
         }
         help_texts = {
             "collection": gettext_lazy("Empty: applies to this tool in every collection."),
-            "idempotency_lookup": gettext_lazy(
-                "How to find an operation by key, e.g. GET /notes/by-key/{key}"
+            "idempotency_lookup": help_with_code(
+                gettext_lazy("How to find an operation by key, e.g. {example}"),
+                example="GET /notes/by-key/{key}",
             ),
         }
 

@@ -33,7 +33,6 @@ from django.db.models import (
 )
 from django.db.models.functions import Coalesce, Lower
 from django.urls import reverse
-from django.utils import timezone
 from django.utils.http import urlencode
 from django.utils.timesince import timesince
 from django.utils.translation import gettext, gettext_lazy, ngettext
@@ -52,7 +51,7 @@ from triage.models import (
     ToolPolicy,
 )
 from triage.selectors import awaiting_reconciliation
-from triage.timezones import abbreviation
+from triage.timezones import moment_text
 
 COMPLETED_RESULTS = tuple(sorted(SUCCESS_RESULTS))
 LIST_LIMIT = 50
@@ -459,8 +458,7 @@ def _not_started_rows(limit: int) -> tuple[list[ContradictionRow], int]:
         if call is not None:
             target = f"{call.method} {call.host}{call.path}".strip()
             status = f" → {call.status}" if call.status else gettext(" (no status)")
-            at = timezone.localtime(call.occurred_at)
-            when = f"{at:%Y-%m-%d %H:%M:%S} {abbreviation(at)}"
+            when = moment_text(call.occurred_at, "seconds", zone=True)
             # Whole sentences, not a glued "matched by" + name: each language orders its own.
             if call.tool_run_id:
                 seen = gettext("audit saw %(call)s at %(when)s (matched by run id)")

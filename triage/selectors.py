@@ -122,6 +122,9 @@ class GroupSummary(NamedTuple):
     status: str
     first_seen: datetime
     last_seen: datetime
+    # When a mute ends, by time or after so many new records (a muted group's list row says).
+    muted_until: datetime | None
+    mute_remaining_count: int | None
     records: int
     retryable_records: int
     assignee: str | None
@@ -606,7 +609,9 @@ def _summary(values: tuple[Any, ...]) -> GroupSummary:
     if isinstance(first_seen, datetime) and first_seen.tzinfo is not None:
         return summary
     return summary._replace(
-        first_seen=_moment(summary.first_seen), last_seen=_moment(summary.last_seen)
+        first_seen=_moment(summary.first_seen),
+        last_seen=_moment(summary.last_seen),
+        muted_until=None if summary.muted_until is None else _moment(summary.muted_until),
     )
 
 

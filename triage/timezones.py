@@ -16,7 +16,9 @@ from functools import cache
 from django.conf import settings
 from django.http import HttpRequest
 from django.utils import dateformat, timezone
-from django.utils.formats import date_format
+from django.utils.formats import get_format
+from django.utils.timesince import timesince, timeuntil
+from django.utils.translation import gettext, pgettext_lazy
 
 from triage.models import PersonPreference
 
@@ -90,31 +92,91 @@ def abbreviation(moment: datetime | None = None) -> str:
 
 
 def local_span(start: datetime, end: datetime) -> str:
-    """'18:07-19:07 KST' within one local day, 'Nov 30 19:07 - Dec 1 19:07 KST' across days,
-    both ends in the current zone."""
+    """'Dec 1, 18:07-19:07 KST' within one local day, 'Nov 30 19:07 - Dec 1 19:07 KST' across
+    days, both ends in the current zone."""
     first, last = timezone.localtime(start), timezone.localtime(end)
     zone = abbreviation(end)
     if first.date() == last.date():
-        day = date_format(first, "MONTH_DAY_FORMAT")
-        return f"{day}, {dateformat.format(first, 'H:i')}-{dateformat.format(last, 'H:i')} {zone}"
-    return f"{_short(first)} - {_short(last)} {zone}"
-
-
-def _short(moment: datetime) -> str:
-    # The language's own month-day-time (config/formats/): 'Dec 1 19:07', '12월 1일 19:07'.
-    return date_format(moment, "SHORT_DATETIME_FORMAT")
+        # Each language punctuates its own: "Dec 1, 18:07-19:07 KST", "12월 1일 18:07-19:07 KST".
+        return gettext("%(day)s, %(start)s-%(end)s %(zone)s") % {
+            "day": moment_text(first, "day"),
+            "start": moment_text(first, "hours"),
+            "end": moment_text(last, "hours"),
+            "zone": zone,
+        }
+    return f"{moment_text(first)} - {moment_text(last)} {zone}"
 
 
 def local_moment(moment: datetime, *, weekday: bool = False) -> str:
     """One moment in the current zone, labelled: 'Dec 1 19:07 KST' ('Tue Dec 1 19:07 KST'
     with its weekday), in the page's language."""
+    return moment_text(moment, "weekday" if weekday else "short", zone=True)
+
+
+# --- one way to write a time ------------------------------------------------------------------
+# Every page writes a moment through moment_text, in the current zone (the person's, set by
+# triage.middleware) and the page's language (config/formats/<language>/formats.py names each
+# style); the templates use the `moment` filter (triage.templatetags.desk), which adds the
+# full date, time and zone on hover.
+MOMENT_FORMATS = {
+    "short": "SHORT_DATETIME_FORMAT",  # Dec 5 18:41 · 12월 5일 18:41
+    "seconds": "SECONDS_DATETIME_FORMAT",  # Dec 5 18:41:07 · 12월 5일 18:41:07
+    "long": "DATETIME_FORMAT",  # Dec 5, 2026 18:41 · 2026년 12월 5일 18:41
+    "weekday": "WEEKDAY_DATETIME_FORMAT",  # Sat Dec 5 18:41 · 12월 5일 (토) 18:41
+    "full": "FULL_DATETIME_FORMAT",  # Sat Dec 5, 2026 18:41:07 · 2026년 12월 5일 (토) 18:41:07
+    "day": "MONTH_DAY_FORMAT",  # Dec 5 · 12월 5일
+    "time": "SECONDS_TIME_FORMAT",  # 18:41:07
+    "hours": "TIME_FORMAT",  # 18:41
+}
+
+# The short weekday of a date ("Sat", "토"): Django's Korean "D" is the whole word ("토요일"),
+# and Korean writes the short one in brackets after the date: 12월 5일 (토).
+_SHORT_WEEKDAYS = (
+    pgettext_lazy("short weekday", "Mon"),
+    pgettext_lazy("short weekday", "Tue"),
+    pgettext_lazy("short weekday", "Wed"),
+    pgettext_lazy("short weekday", "Thu"),
+    pgettext_lazy("short weekday", "Fri"),
+    pgettext_lazy("short weekday", "Sat"),
+    pgettext_lazy("short weekday", "Sun"),
+)
+
+
+class _DeskDateFormat(dateformat.DateFormat):
+    data: datetime
+
+    def D(self) -> str:  # Django's name for the format character (the short weekday)
+        return str(_SHORT_WEEKDAYS[self.data.weekday()])
+
+
+def moment_text(moment: datetime, style: str = "short", *, zone: bool = False) -> str:
+    """A moment in the current zone and language, in one of MOMENT_FORMATS' styles, followed
+    by the zone's short name when `zone` is set ('Dec 5 18:41 KST')."""
     local = timezone.localtime(moment)
-    # Where the weekday goes is the language's own: 'Sat Dec 5 17:00', '12월 5일 토요일 17:00'.
-    text = date_format(local, "WEEKDAY_DATETIME_FORMAT") if weekday else _short(local)
-    return f"{text} {abbreviation(moment)}"
+    text = _DeskDateFormat(local).format(get_format(MOMENT_FORMATS[style]))
+    return f"{text} {abbreviation(moment)}" if zone else text
 
 
-# When "until next week" ends: the coming Monday at the start of a working day, local time.
+def moment_title(moment: datetime) -> str:
+    """What a time says on hover: the full date and time, the zone's short name and its
+    name ('Sat Dec 5, 2026 18:41:07 KST (Asia/Seoul)')."""
+    text = moment_text(moment, "full", zone=True)
+    name = timezone.get_current_timezone_name()
+    return text if text.endswith(f" {name}") else f"{text} ({name})"
+
+
+def relative_text(moment: datetime, now: datetime | None = None) -> str:
+    """'11 minutes ago', 'in 3 hours' ('11분 전', '3시간 후'): the largest unit only; 'just
+    now' within the minute (never '0 minutes ago')."""
+    now = now or timezone.now()
+    if now - timedelta(minutes=1) < moment <= now:
+        return gettext("just now")
+    if moment <= now:
+        return gettext("%(since)s ago") % {"since": timesince(moment, now, depth=1)}
+    return gettext("in %(until)s") % {"until": timeuntil(moment, now, depth=1)}
+
+
+# When "until next week" and "until 09:00 tomorrow" end: the start of a working day, local time.
 NEXT_WEEK_HOUR = 9
 
 
@@ -124,3 +186,11 @@ def start_of_next_week(now: datetime) -> datetime:
     monday = local.date() + timedelta(days=7 - local.weekday())
     zone = timezone.get_current_timezone()
     return datetime.combine(monday, time(NEXT_WEEK_HOUR), tzinfo=zone)
+
+
+def tomorrow_morning(now: datetime) -> datetime:
+    """09:00 of the next calendar day in the current zone. Built from the local date, not by
+    adding 24 hours: across a change of daylight saving time it is still 09:00 on the clock."""
+    local = timezone.localtime(now)
+    zone = timezone.get_current_timezone()
+    return datetime.combine(local.date() + timedelta(days=1), time(NEXT_WEEK_HOUR), tzinfo=zone)

@@ -22,6 +22,7 @@ from django.views.decorators.http import require_POST, require_safe
 from django_htmx.http import push_url
 
 from triage import roles, selectors, taxonomy
+from triage.badges import tool_badges
 from triage.drafts import draft_keep, draft_take, errors_in_words
 from triage.forms import (
     RUNBOOK_SCOPE_COLLECTION,
@@ -117,6 +118,7 @@ def triage_page(request: HttpRequest) -> HttpResponse:
         "form_state": json.dumps(form.shown_values()),
         "spark_caption": _spark_caption(overview),
         "spark_span": local_span(overview.spark_start, min(window.end, _spark_end(overview))),
+        "tool_badges": _page_tool_badges(overview),
     }
     # A refused filter is a form error shown on the page, with a 400 (htmx swaps it in).
     status = 400 if form.errors else 200
@@ -126,6 +128,19 @@ def triage_page(request: HttpRequest) -> HttpResponse:
             return response  # the same view again: no new history entry
         return push_url(response, f"{request.path}?{query}" if query else request.path)
     return render(request, "triage/triage.html", context, status=status)
+
+
+def _page_tool_badges(overview: selectors.TriageOverview) -> list[tuple[str, str, Any]]:
+    """(collection, tool, badges) for the tools of the groups the page shows that another
+    app badges (the contracts page: a first-batch tool whose runtimes send no contract)."""
+    keys = {
+        (row.group.collection, row.group.tool)
+        for section in overview.sections
+        for reason_row in section.rows
+        for row in reason_row.groups
+    } | {(row.group.collection, row.group.tool) for row in overview.groups}
+    found = tool_badges(keys)
+    return [(collection, tool, found[(collection, tool)]) for collection, tool in sorted(found)]
 
 
 BULK_DRAFT = "bulk"
@@ -211,6 +226,9 @@ def group_page(request: HttpRequest, group_id: int) -> HttpResponse:
     )
     context = {
         "group": group,
+        "tool_badges": tool_badges([(group.collection, group.tool)]).get(
+            (group.collection, group.tool), []
+        ),
         "info": taxonomy.reason_info(group.reason),
         "stage_info": taxonomy.STAGE_INFO.get(group.stage),
         "lane_info": taxonomy.LANE_INFO.get(group.lane),
@@ -437,7 +455,8 @@ def bulk_act_view(request: HttpRequest) -> HttpResponse:
         )
     )
     chosen = _chosen_rows(request.POST.getlist("rows"))
-    if chosen is None:
+    chosen_groups = _chosen_groups(request.POST.getlist("groups"))
+    if chosen is None or chosen_groups is None:
         messages.error(
             request, gettext("The chosen rows are not rows of this page: nothing was changed.")
         )
@@ -445,6 +464,9 @@ def bulk_act_view(request: HttpRequest) -> HttpResponse:
     if chosen:
         # Rows ticked: their groups only, among those the filter shows.
         groups = [group for group in groups if (group.stage, group.reason) in chosen]
+    if chosen_groups:
+        # A row of the group view (its "a" or "r"): that group, if the filter still shows it.
+        groups = [group for group in groups if group.pk in chosen_groups]
     data = form.cleaned_data
     if len(groups) != data["confirm_count"]:
         messages.error(
@@ -532,6 +554,18 @@ def _chosen_rows(values: list[str]) -> set[tuple[str, str]] | None:
     return chosen
 
 
+def _chosen_groups(values: list[str]) -> set[int] | None:
+    """The ids of the group view's chosen rows; None when a value is no group's id."""
+    if len(values) > _MAX_CHOSEN_ROWS:
+        return None
+    chosen = set()
+    for value in values:
+        if not (value.isascii() and value.isdigit()) or len(value) > 18:
+            return None
+        chosen.add(int(value))
+    return chosen
+
+
 def _triage_view(raw: str) -> str | None:
     """A triage query the triage page accepts ("" is its default view), or None (refused)."""
     try:
@@ -542,7 +576,9 @@ def _triage_view(raw: str) -> str | None:
 
 def _done_message(data: dict[str, Any]) -> str:
     if data["action"] == GroupAction.MUTE and data["muted_until"] is not None:
-        return _("Muted until %(moment)s.") % {"moment": local_moment(data["muted_until"])}
+        return _("Muted until %(moment)s.") % {
+            "moment": local_moment(data["muted_until"], weekday=True)
+        }
     label = capfirst(_action_label(data["action"]))
     return gettext("%(action)s: done.") % {"action": label}
 

@@ -19,6 +19,35 @@ from contracts.selectors import CRITERIA, ContractsOverview, ToolContract, perce
 register = template.Library()
 
 
+# Seed 004's own sentences (its practical half), quoted as written: the rollout criteria and
+# the retry rules in the words of the document the contracts page answers to. A quotation
+# is never translated (translate="no"), in either language.
+SEED_QUOTES = {
+    "rollout": (
+        "먼저 최근 30일 실패율이 1% 이상이거나 retry가 월 10회 이상 발생한 tool, 외부 "
+        "write·credential 사용·비용 발생·production 변경이 있는 tool, timeout 뒤 상태를 "
+        "사람이 수동 확인하는 tool, 중복 실행이 실제 문제였던 tool 중 4~5개를 고릅니다. 각 "
+        "tool에 side_effect, idempotency, execution_state, next_action, evidence_ref 다섯 "
+        "필드를 먼저 붙입니다."
+    ),
+    "retry_rules": (
+        "read-only retry_safe 호출은 최대 2회, 1초·4초 지수 backoff와 jitter를 적용하고, 같은 "
+        "operation에서 5분 안에 3회 실패하면 자동 재시도를 멈춥니다. reconcile_first는 재시도 "
+        "0회로 두고 status lookup을 1회만 수행합니다. lookup도 timeout이면 "
+        "manual_investigation으로 승격합니다."
+    ),
+}
+
+
+@register.simple_tag
+def seed_quote(name: str) -> SafeString:
+    return format_html(
+        '<blockquote class="seed small" lang="ko" translate="no">{} '
+        '<span class="muted">(seed 004)</span></blockquote>',
+        SEED_QUOTES[name],
+    )
+
+
 @register.filter
 def share(value: float | None) -> str:
     return percent_text(value)

@@ -140,15 +140,18 @@ function moveRow(step) {
 }
 
 // On the triage page "a" and "r" act on the chosen row's groups through the bulk action,
-// after a confirmation that names how many; on the group page they press its own button.
+// after a confirmation that names how many (a row of the group view: its one group, named);
+// on the group page they press its own button.
 function actOnRow(action) {
   const row = currentRow();
   const form = document.getElementById("row-action");
   if (!row || !form) return false;
   const count = Number(row.dataset.groups || "0");
-  const question = form.dataset[action === "resolve" ? "confirmResolve" : "confirmAcknowledge"]
-    .replace("{count}", String(count))
-    .replace("{reason}", row.dataset.reason || "");
+  const group = row.dataset.group || "";
+  const key = action === "resolve" ? "confirmResolve" : "confirmAcknowledge";
+  const question = group
+    ? form.dataset[`${key}Group`].replace("{group}", row.dataset.name || "")
+    : form.dataset[key].replace("{count}", String(count)).replace("{reason}", row.dataset.reason || "");
   if (!count || !window.confirm(question)) return true;
   const query = new URLSearchParams(form.dataset.query || "");
   query.set("stage", row.dataset.stage || "");
@@ -156,6 +159,9 @@ function actOnRow(action) {
   form.elements.namedItem("query").value = query.toString();
   form.elements.namedItem("confirm_count").value = String(count);
   form.elements.namedItem("action").value = action;
+  const groups = form.elements.namedItem("groups");
+  groups.value = group;
+  groups.disabled = !group;
   form.submit();
   return true;
 }

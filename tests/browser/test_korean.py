@@ -1,6 +1,6 @@
 """Every page, read by a person who prefers Korean, in Chromium: no English interface text is
-left outside codes, identifiers and the technical terms the seeds themselves keep in English
-(korean_allowed_words.txt); a screenshot of each page goes to var/test-artifacts/ko-*.png.
+left outside codes, identifiers and names (korean_allowed_words.txt: product names, units and
+the test data's names); a screenshot of each page goes to var/test-artifacts/ko-*.png.
 The header's switch changes the language, and the choice is still there after signing in
 again in another browser."""
 
@@ -77,10 +77,14 @@ VISIBLE_TEXT = """() => {
 }"""
 
 
+# A placeholder a script fills in ("{action}" in a confirmation): code, not a word.
+PLACEHOLDER = re.compile(r"\{\w+\}")
+
+
 def _english_words(text: str) -> list[str]:
-    """Latin words that are neither codes nor identifiers nor allowed terms."""
+    """Latin words that are neither codes nor identifiers nor allowed names."""
     found = []
-    for word in WORD.findall(text):
+    for word in WORD.findall(PLACEHOLDER.sub(" ", text)):
         word = word.rstrip(".:'\u2019-")
         if (
             len(word) < 2
@@ -115,6 +119,22 @@ def _build(korean_username: str) -> dict[str, Any]:
         idempotency_key="ko-walk-1", summary="new group execute/http_5xx · getOrder in shop",
         status="sent", attempts=1, answer_code="250",
     )  # fmt: skip
+    # The contracts page with its counters: a blocked publication called again (a finding).
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from contracts.scan import contracts_scan
+    from tests.factories import receipt_item
+    from triage.intake.ingest import batch_ingest
+
+    blocked = {"result": "blocked", "code": "", "execution_state": "not_started"}
+    batch_ingest(
+        owner="ko-walk",
+        items=[receipt_item(f"ko-block-{n}", tool="publish_note", idempotency_key="pub-1", **blocked)
+               for n in range(2)],
+    )  # fmt: skip
+    contracts_scan(now=timezone.now() + timedelta(minutes=5))
     return world.ids
 
 
@@ -156,6 +176,8 @@ def _pages(ids: dict[str, Any]) -> dict[str, str]:
         "alerts": "/alerts/",
         "alert-rule-edit": f"/alerts/rules/{ids['alert_rule']}/edit",
         "alert-channel-edit": f"/alerts/channels/{ids['alert_channel']}/edit",
+        "contracts": "/contracts/",
+        "contract-findings": "/contracts/findings",
     }
 
 

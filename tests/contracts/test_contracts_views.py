@@ -145,3 +145,71 @@ def test_the_scan_command_counts_what_arrived(ingest_client: APIClient, capsys: 
     call_command("contracts", "scan")
     # The row is younger than the settle line: counted by a later scan, not lost.
     assert "Counted" in capsys.readouterr().out
+
+
+def test_a_first_batch_tool_without_the_fields_is_badged_on_triage_and_group_pages(
+    client_as: Any, counted: None
+) -> None:
+    from triage.models import FailureGroup
+
+    client = client_as("viewer")
+    page = client.get(reverse("triage:home") + "?window=7d").content.decode()
+    assert 'id="contract-note"' in page
+    assert "createRefund" in page.split('id="contract-note"')[1].split("</p>")[0]
+    group = FailureGroup.objects.get(tool="createRefund")
+    group_page = client.get(reverse("triage:group", args=[group.pk])).content.decode()
+    assert "no contract" in group_page
+    assert "/contracts/?tool=createRefund" in group_page
+
+
+def test_a_tool_that_sends_the_fields_is_not_badged(
+    client_as: Any, ingest_client: APIClient
+) -> None:
+    ToolPolicyFactory(collection="shop", tool="chargeCard", side_effect="external_write")
+    _ingest(
+        ingest_client,
+        failure_item(
+            tool="chargeCard",
+            occurred_at=_ago(1),
+            side_effect="external_write",
+            idempotency_key="c-1",
+            execution_state="started_unknown",
+            next_action="query_by_idempotency_key",
+            evidence_ref="req_1",
+        ),
+    )
+    contracts_scan(now=timezone.now() + timedelta(minutes=5))
+    selectors.forget_memo()
+    page = client_as("viewer").get(reverse("triage:home") + "?window=7d").content.decode()
+    assert 'id="contract-note"' not in page
+
+
+def test_the_badge_costs_the_triage_page_one_query_at_most_every_30_seconds(
+    client_as: Any, counted: None
+) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    client = client_as("viewer")
+    client.get("/")  # the session and the person's preferences, as every later page
+    selectors.settle_memo()
+    with CaptureQueriesContext(connection) as warm:
+        client.get("/")
+    selectors.forget_memo()
+    with CaptureQueriesContext(connection) as cold:
+        client.get("/")
+    assert len(cold) == len(warm) + 1
+    assert any("contracts_standing" in query["sql"] for query in cold.captured_queries)
+
+
+def test_the_seed_is_quoted_as_written() -> None:
+    import re
+    from pathlib import Path
+
+    from contracts.templatetags.contract_figures import SEED_QUOTES
+
+    seed = next((Path(__file__).parents[1] / "seeds").glob("004_*.txt")).read_text()
+    seed = re.sub(r"\s+", " ", seed)
+    for quote in SEED_QUOTES.values():
+        for sentence in re.split(r"(?<=다\.) ", quote):
+            assert sentence in seed, sentence

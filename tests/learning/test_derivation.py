@@ -303,3 +303,33 @@ def test_the_gate_command_counts_evidence_again(ingest_attempts: Any) -> None:
     preference = suggestion()
     assert preference.production_sessions == 1
     assert preference.status == SuggestionStatus.SUGGESTED
+
+
+def test_the_migration_gives_existing_suggestions_their_oldest_attempt_as_first_seen(
+    ingest_attempts: Any,
+) -> None:
+    """Suggestions from before first_seen_at had only created_at (when the desk derived them,
+    after their attempts): the migration takes the oldest linked attempt instead, or, with no
+    attempt left, the earlier of created_at and last_seen_at."""
+    from datetime import timedelta
+    from importlib import import_module
+
+    from django.apps import apps
+    from django.utils import timezone
+
+    backfill = import_module("learning.migrations.0006_suggestion_first_seen_at").backfill
+    now = timezone.now()
+    ingest_attempts(attempt_item(created_at=(now - timedelta(hours=1)).isoformat()))
+    ingest_attempts(attempt_item(created_at=(now - timedelta(hours=3)).isoformat()))
+    linked = suggestion()
+    orphan = Suggestion.objects.create(
+        collection=linked.collection, suggestion_id="orphan", type="plan_path",
+        created_at=now, last_seen_at=now - timedelta(hours=2),
+    )  # fmt: skip
+    Suggestion.objects.update(first_seen_at=now)  # as the new column's default left them
+    backfill(apps, None)
+    linked.refresh_from_db()
+    orphan.refresh_from_db()
+    assert linked.first_seen_at == now - timedelta(hours=3)
+    assert orphan.first_seen_at == now - timedelta(hours=2)
+    assert all(s.first_seen_at <= s.last_seen_at for s in Suggestion.objects.all())

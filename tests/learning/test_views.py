@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
+from django.utils import timezone
 
 from learning import services
 from learning.models import Decision, Review, Suggestion, SuggestionStatus
@@ -302,3 +305,25 @@ def test_a_shadow_delta_of_zero_everywhere_says_promoting_changes_nothing_yet(
     preference.shadow = {}
     preference.save()
     assert not preference.shadow_changes_nothing
+
+
+def test_first_seen_is_never_after_last_seen_even_for_an_attempt_sent_late(
+    client_as: Any, ingest_attempts: Any
+) -> None:
+    """First and last seen are when the suggestion's attempts occurred: the oldest and the
+    newest, whatever order they arrived in (a spool sent late), never when the desk derived it
+    (which is after every attempt, and was shown as "first seen")."""
+    now = timezone.now()
+    two_hours_ago, five_hours_ago = now - timedelta(hours=2), now - timedelta(hours=5)
+    ingest_attempts(attempt_item(created_at=two_hours_ago.isoformat()))
+    ingest_attempts(attempt_item(created_at=five_hours_ago.isoformat()))  # older, sent later
+    preference = suggestion()
+    assert preference.first_seen_at == five_hours_ago
+    assert preference.last_seen_at == two_hours_ago
+    html = client_as("viewer").get(f"/learning/suggestions/{preference.pk}/").content.decode()
+    seen = re.findall(r'<dt>(first seen|last seen)</dt><dd><time datetime="([^"]+)"', html)
+    assert [label for label, _ in seen] == ["first seen", "last seen"]
+    first, last = (datetime.fromisoformat(moment) for _, moment in seen)
+    assert first == five_hours_ago.replace(microsecond=0)
+    assert last == two_hours_ago.replace(microsecond=0)
+    assert first <= last

@@ -127,11 +127,11 @@ def test_the_unmapped_code_advice_is_translated_on_both_pages(
     korean = {"Accept-Language": "ko"}
     page = client_as("viewer").get(f"/triage/groups/{group.pk}/", headers=korean)
     advice = page.content.decode().split('id="unmapped-envelope-code"')[1].split("</p>")[0]
-    assert "매핑되지 않은 envelope의 code입니다" in advice
+    assert "매핑되지 않은 엔벨로프의 코드입니다" in advice
     ingestion = admin_client.get("/ingestion/", headers=korean).content.decode()
     help_text = ingestion.split('id="envelope-codes-help"')[1].split("</p>")[0]
-    assert "기존 reason에 매핑하세요" in help_text and "TRIAGE_ENVELOPE_CODES" in help_text
-    assert "envelope 코드" in ingestion.split('id="unmapped"')[1].split('id="keys"')[0]
+    assert "기존 원인에 매핑하세요" in help_text and "TRIAGE_ENVELOPE_CODES" in help_text
+    assert "엔벨로프 코드" in ingestion.split('id="unmapped"')[1].split('id="keys"')[0]
 
 
 def test_the_card_says_when_the_desk_disagrees_with_what_the_agent_was_told(

@@ -119,6 +119,42 @@ def test_a_row_shortcut_acts_on_the_row_and_comes_back_to_the_whole_list(
     assert response["Location"] == "/"
 
 
+def test_a_group_view_row_shortcut_acts_on_that_group_only(
+    groups: list[FailureGroup], client_as: Any
+) -> None:
+    """ "a" and "r" on a row of the group view post its one group: the reason's other group
+    is left alone, and the list it came from (the group view) comes back."""
+    operator = client_as("operator")
+    html = operator.get("/?view=groups").content.decode()
+    delivery = next(group for group in groups if group.tool == "getDelivery")
+    assert (
+        f'<tr class="group-row" data-shortcut-row data-group="{delivery.pk}" data-stage="execute" '
+        'data-reason="http_5xx" data-groups="1" data-name="http_5xx · getDelivery · shop">'
+    ) in html
+    assert 'data-confirm-acknowledge-group="Acknowledge the group {group}?"' in html
+    response = operator.post(
+        "/triage/bulk",
+        {"action": "acknowledge", "confirm_count": "1", "groups": str(delivery.pk),
+         "query": "view=groups&stage=execute&reason=http_5xx", "return_query": "view=groups"},
+    )  # fmt: skip
+    assert response.status_code == 302 and response["Location"] == "/?view=groups"
+    statuses = dict(FailureGroup.objects.values_list("tool", "status"))
+    assert statuses["getDelivery"] == GroupStatus.ACKNOWLEDGED
+    assert statuses["getOrder"] == GroupStatus.OPEN
+    # A group the filter does not show (timeout under http_5xx), or no group's id, changes
+    # nothing.
+    timeout = next(group for group in groups if group.reason == "timeout")
+    for chosen, said in ((str(timeout.pk), "now shows 0 groups"), ("1;2", "not rows of this page")):
+        refused = operator.post(
+            "/triage/bulk",
+            {"action": "resolve", "confirm_count": "1", "groups": chosen,
+             "query": "stage=execute&reason=http_5xx", "return_query": "view=groups"},
+            follow=True,
+        )  # fmt: skip
+        assert said in refused.content.decode()
+    assert not FailureGroup.objects.filter(status=GroupStatus.RESOLVED).exists()
+
+
 def test_the_triage_page_carries_its_shortcuts(groups: list[FailureGroup], client_as: Any) -> None:
     html = client_as("operator").get("/").content.decode()
     assert '<a class="skip-link" href="#main">' in html and '<main id="main"' in html

@@ -57,11 +57,11 @@ def test_the_triage_search_finds_a_collection_and_a_tool_named_in_hangul(
 @pytest.mark.usefixtures("korean_failures")
 def test_the_triage_search_finds_a_reason_by_its_korean_meaning(client_as: Any) -> None:
     client = client_as("viewer", **KOREAN)
-    # The seed's words: auth_failed is "downstream API가 401 또는 403 반환".
+    # The catalog's words: auth_failed is "다운스트림 API가 401 또는 403 반환".
     assert _reasons_on_triage(client, "401 또는 403") == {"auth_failed"}
-    # unsatisfied_field: "required consume field를 채울 수 없음".
+    # unsatisfied_field: "필수 입력 필드를 채울 수 없음".
     assert "unsatisfied_field" in _reasons_on_triage(client, "채울 수 없음")
-    # timeout: "request가 timeout을 초과함".
+    # timeout: "요청이 timeout을 초과함".
     assert "timeout" in _reasons_on_triage(client, "초과함")
     # English words still find it in Korean, and codes always do.
     assert "auth_failed" in _reasons_on_triage(client, "returned 401")

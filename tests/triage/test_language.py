@@ -109,9 +109,9 @@ def test_codes_stay_codes_and_meanings_are_korean(client_as: Any) -> None:
     page = client_as("viewer", **KOREAN_HEADER).get("/?window=24h").content.decode()
     for code in ("timeout", "http_5xx", "retry_safe", "execute"):
         assert code in page
-    # The seed's words for http_5xx ("server-side" said in Korean): meaning and usual action.
-    assert "downstream API가 서버 측에서 실패함" in page
-    assert "안전할 때만 retry, API log 확인" in page
+    # The seed's meaning and usual action for http_5xx, every word of it in Korean.
+    assert "다운스트림 API가 서버 측에서 실패함" in page
+    assert "안전할 때만 재시도, API 로그 확인" in page
     assert "먼저 볼 것" in page
 
 

@@ -9,17 +9,22 @@ from urllib.parse import quote
 
 from django import template
 from django.urls import reverse
-from django.utils.formats import date_format
+from django.utils.dateparse import parse_datetime
 from django.utils.html import escape, format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
-from django.utils.timesince import timesince
 from django.utils.timezone import localtime
 from django.utils.translation import get_language, gettext, ngettext, pgettext
 from django.utils.translation import gettext as _
 
 from triage import taxonomy
 from triage.models import GroupAction, GroupStatus
-from triage.timezones import abbreviation
+from triage.timezones import (
+    MOMENT_FORMATS,
+    abbreviation,
+    moment_text,
+    moment_title,
+    relative_text,
+)
 
 register = template.Library()
 
@@ -88,14 +93,14 @@ def timeline(values: list[int], start: datetime, height: int = 80) -> SafeString
             bars.append(
                 f'<rect x="{index * step:.3f}%" y="{height - bar:.1f}" '
                 f'width="{max(step, 0.15):.3f}%" height="{bar:.1f}">'
-                f"<title>{hour:%Y-%m-%d %H:%M} {zone} · {value}</title></rect>"
+                f"<title>{escape(moment_text(hour, zone=True))} · {value}</title></rect>"
             )
         if hour.hour == 0:
             alternate = " alternate" if len(days) % 2 else ""
             days.append(
                 f'<line class="tick" x1="{index * step:.3f}%" x2="{index * step:.3f}%" '
                 f'y1="0" y2="4"></line><text class="day{alternate}" x="{index * step:.3f}%" '
-                f'y="15">{hour:%m-%d}</text>'
+                f'y="15">{escape(moment_text(hour, "day"))}</text>'
             )
     peak_label = gettext("peak %(count)s per hour") % {"count": f"{top:,}"}
     summary = gettext("Records per hour over the last %(days)s days, %(peak)s") % {
@@ -122,10 +127,44 @@ def timeline(values: list[int], start: datetime, height: int = 80) -> SafeString
         height - 0.5,
         mark_safe("".join(bars)),
         mark_safe("".join(days)),
-        gettext(
-            "Up: records per hour (0 to the peak, %(peak)s). Along: days (%(zone)s), month-day."
-        )
+        gettext("Up: records per hour (0 to the peak, %(peak)s). Along: days (%(zone)s).")
         % {"peak": f"{top:,}", "zone": zone},
+    )
+
+
+@register.filter
+def moment(value: datetime | str | None, style: str = "short") -> str:
+    """The one way the pages write a time: in the person's zone and language, inside a <time>
+    whose title gives the full date, time and zone.
+
+    `style` is one of triage.timezones.MOMENT_FORMATS ("short", "seconds", "long", "weekday",
+    "day", "time"...), or "relative" ('11 minutes ago'), "both" (absolute, then relative) or
+    "title" (the hover's plain text, for an attribute). A moment stored as ISO 8601 text (a
+    history row's data) is read as such; nothing is written for none.
+    """
+    if isinstance(value, str):
+        value = parse_datetime(value)
+    if value is None:
+        return ""
+    if style == "title":
+        return moment_title(value)
+    if style == "relative":
+        text = relative_text(value)
+    elif style == "both":
+        text = f"{moment_text(value)} ({relative_text(value)})"
+    elif style in MOMENT_FORMATS:
+        text = moment_text(value, style)
+    else:
+        raise template.TemplateSyntaxError(f"moment: unknown style {style!r}")
+    return moment_html(value, text)
+
+
+def moment_html(value: datetime, text: str) -> SafeString:
+    return format_html(
+        '<time datetime="{}" title="{}">{}</time>',
+        localtime(value).isoformat(timespec="seconds"),
+        moment_title(value),
+        text,
     )
 
 
@@ -396,14 +435,20 @@ def group_rows(
         )
         html.append(
             format_html(
-                '<tr class="group-row" data-shortcut-row>'
+                '<tr class="group-row" data-shortcut-row data-group="{}" data-stage="{}" '
+                'data-reason="{}" data-groups="1" data-name="{}">'
                 '<td class="nowrap"><span class="muted small">{}</span> '
                 '<a class="code" href="{}">{}</a>{}</td>'
                 '<td class="small" data-label="{}"><span class="code truncate" title="{}">{}</span>'
                 '</td><td class="small" data-label="{}">{}</td>'
                 '<td class="num count" data-label="{}">{}{}</td><td data-label="{}">{}</td>'
                 '<td class="small" data-label="{}"><span class="verdict verdict-{}">{}</span></td>'
-                '<td class="nowrap">{}{}</td></tr>\n',
+                '<td class="nowrap">{}{}{}</td></tr>\n',
+                group.pk,
+                group.stage,
+                group.reason,
+                # What the shortcuts' confirmation calls the group.
+                " · ".join(part for part in (group.reason, group.tool, group.collection) if part),
                 group.stage,
                 reverse("triage:group", args=[group.pk]) + back_suffix,
                 group.reason,
@@ -422,6 +467,7 @@ def group_rows(
                 group.lane,
                 verdicts.get(group.lane, group.lane),
                 status_pill(group.status),
+                mute_end([group]),
                 format_html(' <span class="muted small">· {}</span>', group.assignee)
                 if group.assignee
                 else "",
@@ -454,12 +500,10 @@ def _sort_value(row: Any, sort: str) -> SafeString:
             f"{row.trend:.1f}",
         )
     if sort in ("last_seen", "first_seen"):
-        moment = row.last_seen if sort == "last_seen" else row.first_seen
+        seen = row.last_seen if sort == "last_seen" else row.first_seen
         return format_html(
-            '<br><span class="sort-value small muted" title="{}">{}</span>',
-            date_format(localtime(moment), "SHORT_DATETIME_FORMAT"),
-            # Not humanize's naturaltime: its Korean puts a space in "11분 전".
-            gettext("%(since)s ago") % {"since": timesince(moment, depth=1)},
+            '<br><span class="sort-value small muted">{}</span>',
+            moment_html(seen, relative_text(seen)),
         )
     return mark_safe("")
 
@@ -595,6 +639,8 @@ def _first_two(values: list[str], template: str = "{0}") -> SafeString:
 
 def _row_status(row: Any) -> SafeString:
     status = status_pill(row.status)
+    if row.status == GroupStatus.MUTED:
+        status = format_html("{}{}", status, mute_end([item.group for item in row.groups]))
     if len(row.groups) > 1:
         status = format_html(
             '{} <span class="muted small">{}</span>',
@@ -607,6 +653,28 @@ def _row_status(row: Any) -> SafeString:
             '{} <span class="muted small">· {}</span>', status, ", ".join(row.assignees)
         )
     return status
+
+
+def mute_end(groups: list[Any]) -> SafeString:
+    """When the first of these groups' mutes ends: ' until Sat Dec 5 09:00' (a moment, its
+    zone on hover), else ' for 5 more records'; nothing when none is muted."""
+    muted = [group for group in groups if group.status == GroupStatus.MUTED]
+    ends = [group.muted_until for group in muted if group.muted_until is not None]
+    if ends:
+        first = min(ends)
+        text = escape(gettext("until %(until)s")) % {
+            "until": moment_html(first, moment_text(first, "weekday"))
+        }
+    else:
+        counts = [group.mute_remaining_count for group in muted if group.mute_remaining_count]
+        if not counts:
+            return mark_safe("")
+        remaining = min(counts)
+        text = escape(
+            ngettext("for %(remaining)s more record", "for %(remaining)s more records", remaining)
+            % {"remaining": thousands(remaining)}
+        )
+    return format_html(' <span class="mute-end small muted">{}</span>', mark_safe(text))
 
 
 def _advice(info: Any) -> SafeString:
