@@ -19,7 +19,10 @@ What one run does:
    the worst call under 5 ms, either way. Each run must also have lost nothing: with the
    desk up every call delivered and answered, with it down every call in the spool files
    after ``close()``; a run that fails this is BROKEN (exit 2) and no figure of its mode
-   is judged. The benchmark's own items are frozen
+   is judged. For every call over 1 ms it also notes whether the operating system switched
+   the caller's thread out meanwhile (an involuntary context switch) and, for the worst
+   call, the thread's own CPU time: a worst call of milliseconds with microseconds of CPU
+   waited for a core, not for the reporter. The benchmark's own items are frozen
    out of the garbage collector first (``gc.freeze()``), so its pauses are not theirs.
    In the same loop, call by call (one before, one after, in turns, so both meet the same
    moments of the machine), it times the **floor**: what any client that spools must do
@@ -38,7 +41,9 @@ What one run does:
    rounds and compares the best of each path. A path whose answers or stored rows are
    wrong is BROKEN: no ratio is printed from it and the run exits 2.
 
-``--json OUT`` also writes every row and the verdicts to OUT, for the benchmarks page.
+``--json OUT`` also writes every row and the verdicts to OUT, for the benchmarks page. The
+machine's load average at the start and the end prints beside the figures (and goes into
+the JSON): the worst call is mostly the machine's other work, so it says how busy it was.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ import argparse
 import gc
 import json
 import os
+import resource
 import shutil
 import statistics
 import sys
@@ -86,6 +92,7 @@ BATCH = 500
 TARGET_P99_US = 50.0
 TARGET_WORST_US = 5000.0
 TARGET_RATIO = 0.8
+SLOW_US = 1000  # calls over 1 ms are counted, with what the OS did meanwhile
 
 
 class Broken(Exception):
@@ -103,6 +110,12 @@ class CallerCost:
     floor_p99_us: float
     durability: str = "append"
     p999_us: float = 0.0
+    # Calls over SLOW_US, and of those, the ones during which the operating system switched
+    # the caller's thread out (an involuntary context switch: it waited for a core, not for
+    # the reporter); the worst call's own CPU time (far below its length: it waited).
+    slow_calls: int = 0
+    slow_preempted: int = 0
+    worst_cpu_us: float = 0.0
 
     @property
     def ratio(self) -> float:
@@ -135,11 +148,19 @@ def caller_cost(
     )
     floor_fd, floor_path = tempfile.mkstemp(prefix="reporter-floor-")
     clock = time.perf_counter_ns
+    cpu_clock = time.thread_time_ns
+    slow: list[tuple[int, int, int]] = []  # (length, CPU time, involuntary switches)
 
     def timed_report(body: dict[str, Any]) -> int:
+        switches = _involuntary_switches()  # read outside the timed call
+        cpu_started = cpu_clock()
         started = clock()
         reporter.failure(body)  # the default id: digest of the body
-        return clock() - started
+        took = clock() - started
+        cpu = cpu_clock() - cpu_started
+        if took > SLOW_US * 1000:
+            slow.append((took, cpu, _involuntary_switches() - switches))
+        return took
 
     def timed_floor(body: dict[str, Any]) -> int:
         started = clock()
@@ -191,7 +212,16 @@ def caller_cost(
         floor_p99_us=_p99(floor) / 1000,
         durability=durability,
         p999_us=_quantile(timings, 0.999) / 1000,
+        slow_calls=len(slow),
+        slow_preempted=sum(1 for _, _, switches in slow if switches),
+        worst_cpu_us=max(slow)[1] / 1000 if slow else 0.0,
     )
+
+
+def _involuntary_switches() -> int:
+    """The calling thread's involuntary context switches so far (Linux; 0 elsewhere)."""
+    who = getattr(resource, "RUSAGE_THREAD", None)
+    return resource.getrusage(who).ru_nivcsw if who is not None else 0
 
 
 def records_in(spool: str) -> int:
@@ -274,6 +304,9 @@ def main() -> int:
 
     env = app_env(args.database_url)
     key = prepare_database(args.database_url, env)
+    # The machine's load beside the figures: the caller's worst call is mostly the operating
+    # system running other work while it waits, so figures of a busy machine say so.
+    load: dict[str, list[float]] = {"start": list(os.getloadavg())}
     costs: list[CallerCost] = []
     deliveries: list[Delivery] = []
     broken: list[str] = []
@@ -313,6 +346,14 @@ def main() -> int:
                     broken.append(path)
                 deliveries.append(row)
 
+    load["end"] = list(os.getloadavg())
+    print(
+        "\nload average (1, 5, 15 min) at the start: "
+        + ", ".join(f"{value:.2f}" for value in load["start"])
+        + "; at the end: "
+        + ", ".join(f"{value:.2f}" for value in load["end"])
+        + f" ({os.cpu_count()} cores)"
+    )
     print(f"\nCaller's thread, {args.calls} report() calls of ~1 KB failure records")
     print("(floor: encode + frame + os.write of the same body, timed in turns with them):")
     print(
@@ -325,6 +366,15 @@ def main() -> int:
             f"{cost.p999_us:>10.1f}{cost.worst_us:>10.0f}"
             f"{cost.floor_p50_us:>11.1f}{cost.floor_p99_us:>11.1f}{cost.ratio:>12.2f}x"
         )
+    print(f"calls over {SLOW_US / 1000:g} ms, and what the caller's thread did meanwhile:")
+    for cost in costs:
+        print(
+            f"  {cost.label}, {cost.durability}: none"
+            if not cost.slow_calls
+            else f"  {cost.label}, {cost.durability}: {cost.slow_calls} calls, "
+            f"{cost.slow_preempted} of them switched out by the OS; the worst call "
+            f"{cost.worst_us / 1000:.1f} ms with {cost.worst_cpu_us:.0f} us of its own CPU time"
+        )
     print(f"\nDelivery to gunicorn (2 sync workers) + PostgreSQL, {args.records} records:")
     print(f"{'path':<24}{'seconds':>9}{'records/s':>11}  db check")
     for row in deliveries:
@@ -334,7 +384,7 @@ def main() -> int:
         # A path that lost or refused items, or stored the wrong rows, measured nothing: no
         # ratio or verdict is printed from it, whatever --strict says.
         print(f"BROKEN: {', '.join(sorted(set(broken)))} failed (errors above); no ratio printed")
-        write_json(args, costs, deliveries, {}, broken)
+        write_json(args, costs, deliveries, {}, broken, load)
         return 2
 
     def best(path: str) -> Delivery:
@@ -395,7 +445,7 @@ def main() -> int:
             )
         )
     print("check: " + "; ".join(checks))
-    write_json(args, costs, deliveries, verdicts, broken)
+    write_json(args, costs, deliveries, verdicts, broken, load)
     return 1 if args.strict and not ok else 0
 
 
@@ -405,12 +455,14 @@ def write_json(
     deliveries: list[Delivery],
     verdicts: dict[str, Any],
     broken: list[str],
+    load: dict[str, list[float]],
 ) -> None:
     if not args.json:
         return
     report = {
         "benchmark": "reporter",
         "cores": os.cpu_count(),
+        "load_average": load,
         "calls": args.calls,
         "records": args.records,
         "repeat": args.repeat,

@@ -148,6 +148,31 @@ def test_header_values_are_redacted_in_every_shape_headers_take() -> None:
     assert scrubbed["parameters"] == [{"name": "api_key", "in": "query", "value": REDACTED}]
 
 
+def test_header_pairs_under_a_headers_field_lose_every_secret_headers_value() -> None:
+    # Found by tests/client/test_scrub_shortcut.py: a pair whose name is no well-known
+    # header ("X-Vendor-Token") kept its value in the spool, where the desk redacts it.
+    item = {
+        "header_pairs": [
+            ["X-Vendor-Token", "c739989a33a0"],
+            ("X-Auth-Thing", "v"),
+            ["Accept", "*/*"],
+        ],
+        "response_header": [["Set-Cookie", "sid=abc"], ["X-Request-Id", "r-1"]],
+        "pairs": [["X-Vendor-Token", "stays: not under a headers field"]],
+    }
+    scrubbed = scrub_item(item)
+    assert scrubbed == {
+        "header_pairs": [
+            ["X-Vendor-Token", REDACTED],
+            ["X-Auth-Thing", REDACTED],
+            ["Accept", "*/*"],
+        ],
+        "response_header": [["Set-Cookie", REDACTED], ["X-Request-Id", "r-1"]],
+        "pairs": [["X-Vendor-Token", "stays: not under a headers field"]],
+    }
+    assert scrub_item(scrubbed) == scrubbed
+
+
 def test_keys_that_look_like_secrets_become_numbered_markers() -> None:
     scrubbed = scrub_item({"kim@example.com": 1, "lee@example.com": 2, "plain": 3})
     assert scrubbed == {"[REDACTED_KEY:1]": 1, "[REDACTED_KEY:2]": 2, "plain": 3}
