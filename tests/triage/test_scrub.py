@@ -987,8 +987,8 @@ def test_a_token_behind_a_deeply_escaped_quote_in_a_logged_mapping_is_redacted()
 def test_doubling_a_hostile_body_doubles_the_scrubbers_work(shape: str) -> None:
     """Linear on every shape: the deterministic work counter, not a clock."""
     make = HOSTILE_SHAPES[shape]
-    small, _ = scrub_with_work(body_of(make, 20_000))
-    large, refused = scrub_with_work(body_of(make, 40_000))
+    small, _, _ = scrub_with_work(body_of(make, 20_000))
+    large, refused, _ = scrub_with_work(body_of(make, 40_000))
     if not refused:
         assert 1.8 <= large / small <= 2.2, (small, large)
         assert large <= WORK_PER_INPUT_CHAR * 40_000 + WORK_ALLOWANCE
@@ -1027,7 +1027,7 @@ def test_a_refused_body_is_scrub_failed_and_the_batch_keeps_its_other_items(
 
 
 def test_ordinary_items_stay_far_below_the_budget() -> None:
-    work, refused = scrub_with_work(body_of(HOSTILE_SHAPES["ordinary log text"], 100_000))
+    work, refused, _ = scrub_with_work(body_of(HOSTILE_SHAPES["ordinary log text"], 100_000))
     assert not refused and work <= 1.2 * 100_000
 
 
