@@ -196,8 +196,9 @@ _HEADER_LINE_RE = re.compile(
 )
 
 # key=value / key: value / "key": "value" in free text, for keys that name a secret. Also
-# JSON inside a JSON string ({\"password\": \"...\"}: the value ends at a quote escaped
-# like its opening one, so deeper-escaped quotes inside it do not end it) and command-line
+# JSON inside a JSON string ({\"password\": \"...\"}, or deeper: a log line's repr of JSON
+# in JSON: the value ends at a quote escaped like its opening one, so deeper-escaped quotes
+# inside it do not end it, and a value with a space is redacted whole) and command-line
 # options (--password=...); a key never starts inside a word or after "word-". The key is
 # found first and its value read only when the key names a secret (see _scrub_text_pairs).
 # An unquoted value also ends at an escaped newline, tab or quote (escaped text).
@@ -207,7 +208,7 @@ _TEXT_KEY_RE = re.compile(
 )
 _TEXT_VALUE_RE = re.compile(
     r"\"(?:[^\"\\\n]|\\.){0,2000}\"|'(?:[^'\\\n]|\\.){0,2000}'"
-    r"|(?P<escape>\\{1,3})(?P<escaped_quote>[\"'])"
+    r"|(?P<escape>\\{1,15})(?P<escaped_quote>[\"'])"
     r"(?:(?!(?<!\\)(?P=escape)(?P=escaped_quote))[^\n]){0,2000}(?P=escape)(?P=escaped_quote)"
     # A quote escaped more deeply (a repr of JSON inside JSON): the token after it.
     r"|(?P<lead>\\{1,15}[\"'])(?:[^\s,;&\"'<>(){}\[\]\\]){1,2000}"
