@@ -1,7 +1,8 @@
-"""The README's examples for MCP servers, MCP clients, OpenInference and OpenLLMetry, run as
-written: each code block is saved to a file and run in a fresh interpreter against a live
-desk (gunicorn + PostgreSQL), with only the environment variables the README names. What
-the README says the desk stores is what it stores."""
+"""The documented examples (the README's first failure, and the docs' pages for MCP servers,
+MCP clients, envelopes, OpenInference and OpenLLMetry), run as written: each code block is
+saved to a file and run in a fresh interpreter against a live desk (gunicorn + PostgreSQL),
+with only the environment variables the page names. What the page says the desk stores is
+what it stores."""
 
 from __future__ import annotations
 
@@ -22,16 +23,15 @@ from triage.models import FailureRecord
 
 pytestmark = [pytest.mark.services("postgres"), pytest.mark.django_db(transaction=True)]
 
-README = Path(__file__).resolve().parents[2] / "README.md"
-ROOT = README.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
-def example(heading: str, language: str = "python") -> str:
-    """The first block in `language` after a README heading."""
-    text = README.read_text(encoding="utf-8")
-    start = text.index(f"\n{heading}\n")
+def example(page: str, language: str = "python", after: str = "") -> str:
+    """The first block in `language` of a page (README.md or a docs page), after `after`."""
+    text = (ROOT / page).read_text(encoding="utf-8")
+    start = text.index(after) if after else 0
     found = re.compile(rf"```{language}\n(.*?)```", re.DOTALL).search(text, start)
-    assert found is not None, heading
+    assert found is not None, (page, after)
     return found.group(1)
 
 
@@ -55,9 +55,9 @@ def environment(desk: str, make_api_key: Callable[..., str], tmp_path: Path) -> 
     }
 
 
-def run(heading: str, name: str, where: Path, env: dict[str, str]) -> str:
+def run(page: str, name: str, where: Path, env: dict[str, str], after: str = "") -> str:
     script = where / name
-    script.write_text(example(heading), encoding="utf-8")
+    script.write_text(example(page, after=after), encoding="utf-8")
     done = subprocess.run(
         [sys.executable, str(script)],
         cwd=where, env=env, capture_output=True, text=True, timeout=120, check=False,
@@ -76,7 +76,7 @@ def stored() -> list[tuple[str, str, str, str, str, str]]:
 def test_the_mcp_server_and_client_examples(environment: dict[str, str], tmp_path: Path) -> None:
     port = free_port()
     server_script = tmp_path / "weather_server.py"
-    server_script.write_text(example("### From an MCP server: the next-action middleware"))
+    server_script.write_text(example("docs/sending/mcp-server.md"))
     log = (tmp_path / "server.log").open("w")
     server = subprocess.Popen(
         [sys.executable, str(server_script)],
@@ -85,7 +85,7 @@ def test_the_mcp_server_and_client_examples(environment: dict[str, str], tmp_pat
     try:
         wait_until(lambda: _listening(port), timeout=30, what="the example MCP server")
         printed = run(
-            "### From an MCP client",
+            "docs/sending/mcp-client.md",
             "weather_agent.py",
             tmp_path,
             {**environment, "MCP_URL": f"http://127.0.0.1:{port}/mcp"},
@@ -107,8 +107,8 @@ def test_the_mcp_server_and_client_examples(environment: dict[str, str], tmp_pat
 
 @pytest.mark.skipif(shutil.which("curl") is None, reason="needs curl")
 def test_the_envelope_example(environment: dict[str, str], tmp_path: Path) -> None:
-    """The README's curl, with the desk's address in place of the demo's."""
-    command = example("### From a tool runtime's envelope (seed 004)", "sh")
+    """The envelope page's curl, with the desk's address in place of the demo's."""
+    command = example("docs/sending/envelope.md", "sh")
     command = command.replace("http://127.0.0.1:8000", environment["TRIAGE_DESK_URL"])
     done = subprocess.run(
         ["bash", "-c", command], env=environment, capture_output=True, text=True, timeout=60,
@@ -123,7 +123,7 @@ def test_the_envelope_example(environment: dict[str, str], tmp_path: Path) -> No
 
 
 def test_the_openinference_example(environment: dict[str, str], tmp_path: Path) -> None:
-    run("### From OpenInference", "weather_openinference.py", tmp_path, environment)
+    run("docs/sending/openinference.md", "weather_openinference.py", tmp_path, environment)
     assert stored() == [
         ("otlp", "get_weather", "execute", "timeout", "started_unknown", "reconcile_first")
     ]
@@ -131,9 +131,27 @@ def test_the_openinference_example(environment: dict[str, str], tmp_path: Path) 
 
 
 def test_the_openllmetry_example(environment: dict[str, str], tmp_path: Path) -> None:
-    run("### From OpenLLMetry", "weather_openllmetry.py", tmp_path, environment)
+    run("docs/sending/openllmetry.md", "weather_openllmetry.py", tmp_path, environment)
     assert stored() == [
         ("otlp", "get_alerts", "execute", "network_error", "not_started", "retry_safe")
+    ]
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="needs curl")
+def test_the_readme_first_failure_by_curl_and_by_the_reporter(
+    environment: dict[str, str], tmp_path: Path
+) -> None:
+    command = example("README.md", "sh", after="**With curl**")
+    command = command.replace("http://127.0.0.1:8000", environment["TRIAGE_DESK_URL"])
+    done = subprocess.run(
+        ["bash", "-c", command], env=environment, capture_output=True, text=True, timeout=60,
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == 0 and '"accepted":1' in done.stdout.replace(" ", ""), done.stdout
+    run("README.md", "first_failure.py", tmp_path, environment, after="**From a Python runtime**")
+    assert stored() == [
+        ("runtime", "getOrderDetail", "execute", "http_5xx", "completed", "retry_safe"),
+        ("runtime", "sendInvoice", "execute", "timeout", "started_unknown", "reconcile_first"),
     ]
 
 

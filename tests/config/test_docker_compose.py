@@ -273,8 +273,8 @@ def test_plain_http_is_one_documented_variable() -> None:
     assert plain.stdout.strip().splitlines()[-1] == "False False False 0 False", plain.stderr
     secure = _settings_under(_environment("web"), "shell", "-c", show)
     assert secure.stdout.strip().splitlines()[-1] == "True True True 31536000 False", secure.stderr
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert "DJANGO_PLAIN_HTTP" in readme
+    deployment = (ROOT / "docs" / "deployment.md").read_text(encoding="utf-8")
+    assert "DJANGO_PLAIN_HTTP" in deployment
 
 
 def test_the_image_leaves_out_history_environments_and_data() -> None:

@@ -1,6 +1,6 @@
 """Who may use which URL: every URL pattern of the project, by every kind of principal.
 
-``MATRIX`` is written by hand from the design (DESIGN.md section 6, the README's "The pages"
+``MATRIX`` is written by hand from the design (DESIGN.md section 6, docs/pages/
 and "Sending failures"), not from the code it checks: viewers read, operators act on groups,
 reconcile receipts, edit tool policies, run Quality Lab and manage alert rules and webhook
 channels, reviewers decide on learning suggestions, admins do all of it and manage API keys,
@@ -425,6 +425,11 @@ SITE: dict[str, Row] = {
     "api:api-ingest": Row(lambda w: "/api/v1/ingest", post=api("ingest", readers=None),
                           body=lambda w: {"items": [failure_item("mtx-ingest-1")]}, json=True,
                           kind="api"),
+    # Runtimes and CI declare a deployment with the key they ingest with.
+    "api:api-releases": Row(lambda w: "/api/v1/releases", post=api("ingest", readers=None),
+                            body=lambda w: {"collection": "mtx", "version": "1.0",
+                                            "deployed_at": "2026-03-02T09:00:00Z"},
+                            json=True, kind="api"),
     "otlp-traces": Row(lambda w: "/v1/traces", post=api("ingest", readers=None),
                        body=lambda w: OTLP_SPAN, json=True, kind="api"),
     "api:api-failures": Row(lambda w: "/api/v1/failures", get=api("read", readers=READERS),

@@ -681,12 +681,14 @@ def test_adapter_reasons_are_the_desks_own_and_documented() -> None:
     from triage.taxonomy import ORIGINS, adapter_reasons
 
     assert ORIGINS == ("catalog", "engine", "adapter")
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    concepts = (Path(__file__).resolve().parents[2] / "docs" / "concepts.md").read_text(
+        encoding="utf-8"
+    )
     codes = [info.code for info in adapter_reasons()]
     assert "base_url_not_configured" in codes
     for info in adapter_reasons():
         assert info.code not in SEED_000_STAGE_OF, "a seed code is never an adapter reason"
-        assert f"`{info.code}`" in readme, f"{info.code} is documented in the README"
+        assert f"`{info.code}`" in concepts, f"{info.code} is documented in docs/concepts.md"
     gap = REASONS["base_url_not_configured"]
     # Nothing was called, and a configuration gap is neither a bug nor worth a retry.
     assert (gap.stage, gap.lane, gap.retryable) == ("execute", "policy_blocked", False)
