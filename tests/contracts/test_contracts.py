@@ -15,8 +15,13 @@ from contracts import selectors
 from contracts.models import ContractFinding
 from contracts.scan import contracts_scan
 from contracts.selectors import ContractsFilters, contracts_overview
-from tests.factories import ToolPolicyFactory, audit_item, failure_item, receipt_item
-from tests.factories import runner_event_item
+from tests.factories import (
+    ToolPolicyFactory,
+    audit_item,
+    failure_item,
+    receipt_item,
+    runner_event_item,
+)
 from triage.models import FailureRecord, Receipt, Reconciliation
 
 pytestmark = pytest.mark.django_db
