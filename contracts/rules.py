@@ -194,9 +194,9 @@ def judge(
             and not a.timed_out
         ]
         finding = min([*(at for at in found if at >= attempt.at), *lookups], default=None)
-        later = next((a for a in made if _order(a) > _order(attempt)), None)
-        if later is not None and (finding is None or later.at < finding):
-            add("reconcile_retry", later, reconcile_at=attempt.at.isoformat())
+        retry = next((a for a in made if _order(a) > _order(attempt)), None)
+        if retry is not None and (finding is None or retry.at < finding):
+            add("reconcile_retry", retry, reconcile_at=attempt.at.isoformat())
         break
 
     # A policy block, called again.

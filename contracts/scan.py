@@ -479,10 +479,10 @@ def _judge_operations(work: _Work, now: datetime) -> None:
         if attempt.kind == "receipt"
     }
     findings_at: dict[OperationKey, list[datetime]] = defaultdict(list)
-    for receipt_id, created in Reconciliation.objects.filter(
+    for receipt_id, found_at in Reconciliation.objects.filter(
         receipt_id__in=list(receipt_ids)
     ).values_list("receipt_id", "created_at"):
-        findings_at[receipt_ids[receipt_id]].append(created)
+        findings_at[receipt_ids[receipt_id]].append(found_at)
 
     limits = _limits()
     changed: list[OperationTrail] = []
@@ -564,10 +564,11 @@ def _add_days(days: dict[tuple[str, str, date], dict[str, int]]) -> None:
     with connection.cursor() as cursor:
         for start in range(0, len(rows), 500):
             part = rows[start : start + 500]
+            params: list[Any] = [value for row in part for value in row]
             cursor.execute(
                 f"INSERT INTO {table} ({names}) VALUES {', '.join([placeholder] * len(part))} "
                 f"ON CONFLICT (collection, tool, day) DO UPDATE SET {updates}",
-                [value for row in part for value in row],
+                params,
             )
 
 

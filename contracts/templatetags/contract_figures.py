@@ -72,7 +72,7 @@ def _tool_cell(tool: ToolContract, label: str) -> SafeString:
 
 
 def _findings_url(overview: ContractsOverview, tool: ToolContract, kind: str) -> str:
-    query = {"days": overview.filters.days, "kind": kind, "tool": tool.tool}
+    query: dict[str, Any] = {"days": overview.filters.days, "kind": kind, "tool": tool.tool}
     if tool.collection:
         query["collection"] = tool.collection
     return f"{reverse('contracts:findings')}?{urlencode(query)}"
@@ -118,7 +118,7 @@ def ranked_rows(overview: ContractsOverview) -> SafeString:
     criteria = {code: str(label) for code, label in CRITERIA.items()}
     rows = []
     for tool in overview.ranked:
-        query = {"days": overview.filters.days, "tool": tool.tool}
+        query: dict[str, Any] = {"days": overview.filters.days, "tool": tool.tool}
         if tool.collection:
             query["collection"] = tool.collection
         batch = (

@@ -49,7 +49,7 @@ class Command(BaseCommand):
         )
         if not form.is_valid():
             field, errors = next(iter(form.errors.items()))
-            raise CommandError(f"--{field}: {' '.join(errors)}")
+            raise CommandError(f"--{field}: {' '.join(str(error) for error in errors)}")
         if not options["no_scan"]:
             self._scan(verbose=False)
         overview = contracts_overview(now=timezone.now(), filters=form.filters())
