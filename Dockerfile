@@ -6,6 +6,7 @@ WORKDIR /app
 
 COPY pyproject.toml ./
 COPY config ./config
+COPY core ./core
 COPY triage ./triage
 COPY learning ./learning
 COPY qualitylab ./qualitylab

@@ -1,5 +1,5 @@
 """Sending one message on one channel: email through Django's mail backend, webhooks through
-the desk's guarded outbound transport (triage/outbound.py).
+the desk's guarded outbound transport (core/outbound.py).
 
 The address rule is written once, here (`webhook_policy`), and applied twice: when a channel
 is created (`webhook_url_check`) and on every delivery (`outbound.fetch` checks again, and
@@ -25,7 +25,7 @@ from django.core.mail import BadHeaderError, EmailMessage
 from django.utils.translation import gettext as _
 
 from alerts.models import Channel, ChannelKind
-from triage import outbound
+from core import outbound
 
 SIGNATURE_HEADER = "X-Triage-Signature"
 DELIVERY_HEADER = "X-Triage-Delivery"

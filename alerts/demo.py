@@ -19,7 +19,7 @@ from django.db import transaction
 from alerts import services
 from alerts.models import Channel, ChannelKind, Rule, RuleKind
 from alerts.sinks import SmtpSink, WebhookReceiver
-from triage import outbound
+from core import outbound
 
 PREFIX = "demo-"
 # One rule of each kind; the parameters make the demo's own traffic and runs fire them.

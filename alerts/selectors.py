@@ -54,6 +54,8 @@ class Match:
     window_end: datetime
     first_seen: datetime | None
     summary: str  # one line for email, Slack and the delivery log
+    # For a regression: the release whose records reopened the group ("" when none named).
+    release: str = ""
 
 
 def absolute_url(path: str) -> str:
@@ -110,7 +112,7 @@ def groups_for_rule(
 
 _GROUP_FIELDS = (
     "pk", "collection", "stage", "reason", "tool", "lane", "status", "count", "first_seen",
-    "last_seen", "status_changed_at",
+    "last_seen", "status_changed_at", "regressed_in_release",
 )  # fmt: skip
 
 
@@ -202,7 +204,13 @@ def _regression_match(group: FailureGroup, *, now: datetime) -> Match:
         window_start=since,
         window_end=now,
         first_seen=group.first_seen,
-        summary=gettext("regression %(group)s") % {"group": _group_summary(group)},
+        summary=(
+            gettext("regression %(group)s in release %(release)s")
+            % {"group": _group_summary(group), "release": group.regressed_in_release}
+            if group.regressed_in_release
+            else gettext("regression %(group)s") % {"group": _group_summary(group)}
+        ),
+        release=group.regressed_in_release,
     )
 
 

@@ -38,6 +38,7 @@ from alerts.models import (
     DeliveryStatus,
     PendingEvaluation,
     Rule,
+    RuleKind,
     RuleSubjectState,
 )
 from alerts.selectors import BEAT_MATCHERS, Match, absolute_url, ingest_matches
@@ -437,7 +438,7 @@ def _runbook_payload(group: dict[str, Any]) -> dict[str, Any] | None:
 
 def match_payload(rule: Rule, match: Match) -> dict[str, Any]:
     """The documented webhook payload, without sent_at (added when it is sent)."""
-    return {
+    payload = {
         "rule": rule.name,
         "kind": rule.kind,
         "group": match.group,
@@ -447,6 +448,10 @@ def match_payload(rule: Rule, match: Match) -> dict[str, Any]:
         "first_seen": _iso(match.first_seen),
         "runbook": _runbook_payload(match.group),
     }
+    if rule.kind == RuleKind.REGRESSION:
+        # The release whose records reopened the group; null when they named none.
+        payload["release"] = match.release or None
+    return payload
 
 
 def _deliveries(*, rule: Rule, matches: Sequence[Match], now: datetime) -> list[Delivery]:

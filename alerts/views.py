@@ -19,8 +19,8 @@ from django.views.decorators.http import require_http_methods, require_POST, req
 from alerts import selectors, services
 from alerts.forms import ChannelEditForm, ChannelForm, LogQueryForm, RuleForm
 from alerts.models import Channel, Rule
+from core.http import is_partial
 from triage import roles
-from triage.http import is_partial
 
 PAGE = "alerts/alerts.html"
 RULE_PAGE = "alerts/rule_form.html"

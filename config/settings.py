@@ -20,9 +20,9 @@ from csp.constants import SELF as CSP_SELF
 from django.core.exceptions import ImproperlyConfigured
 
 from config.env import env_bool, env_float, env_int, env_list, env_str
+from core.outbound import PrivateAllowance
 from qualitylab.credentials import CredentialRules
 from triage import taxonomy
-from triage.outbound import PrivateAllowance
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("TRIAGE_VAR_DIR", str(BASE_DIR / "var")))
@@ -66,6 +66,7 @@ INSTALLED_APPS = [
     "qualitylab",
     "alerts",
     "contracts",
+    "demo",
 ]
 
 MIDDLEWARE = [

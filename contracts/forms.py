@@ -7,7 +7,7 @@ from django.utils.translation import gettext_lazy
 
 from contracts.models import FindingKind
 from contracts.selectors import DEFAULT_DAYS, MAX_DAYS, ContractsFilters
-from triage.collection_names import collection_name_problem
+from core.collection_names import collection_name_problem
 from triage.storable import identifier_problem
 
 

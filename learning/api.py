@@ -26,10 +26,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from core.collection_names import COLLECTION_NAME_MAX_LENGTH
 from learning.models import SuggestionStatus
 from learning.selectors import export_suggestions
 from qualitylab.models import Collection
-from triage.collection_names import COLLECTION_NAME_MAX_LENGTH
 from triage.intake.auth import HasReadScope
 
 

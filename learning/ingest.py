@@ -28,7 +28,7 @@ from django.db import transaction
 from graph_tool_call.learning import normalize_query_family, stable_hash
 
 from learning.models import AttemptSource, LearningAttempt
-from triage.intake.normalize import ItemError, _Reader
+from triage.intake.normalize import BodyReader, ItemError
 from triage.models import IngestBatch
 from triage.storable import replace_unstorable_text
 
@@ -66,7 +66,7 @@ class AttemptFields:
     replaced_characters: list[str] = field(default_factory=list)
 
 
-class _AttemptReader(_Reader):
+class _AttemptReader(BodyReader):
     def tool_list(self, name: str) -> list[str]:
         value = self._raw(name)
         if value is None:

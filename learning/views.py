@@ -18,13 +18,13 @@ from django.utils.translation import gettext
 from django.views.decorators.http import require_POST, require_safe
 from django_htmx.http import push_url
 
+from core.drafts import errors_in_words
+from core.http import is_partial
 from learning import selectors, services
 from learning.forms import ApproveForm, DemoteForm, PolicyForm, QueueFilterForm, RejectForm
 from learning.models import RejectionReason, Suggestion
 from qualitylab.models import Collection, LearningMode
 from triage import roles
-from triage.drafts import errors_in_words
-from triage.http import is_partial
 
 VIEW_SUGGESTIONS = "learning.view_suggestion"
 PAGE_SIZE = 25

@@ -17,10 +17,10 @@ from django.http import HttpRequest
 from django.template.response import TemplateResponse
 from django.utils.translation import gettext, gettext_lazy
 
+from core.collection_names import COLLECTION_NAME_MAX_LENGTH
+from core.fields import validate_collection_name
 from qualitylab import services
 from qualitylab.models import Collection
-from triage.collection_names import COLLECTION_NAME_MAX_LENGTH
-from triage.fields import validate_collection_name
 
 
 class CollectionRenameForm(forms.Form):

@@ -2,7 +2,7 @@
 `text` is any other free-text id (a case id).
 
 Names may hold spaces, dots, Hangul, '%' or even '/' (a name stored before the one rule of
-triage.collection_names, or one it accepts). Django's `reverse` percent-encodes the segment
+core.collection_names, or one it accepts). Django's `reverse` percent-encodes the segment
 but leaves '/' as it is, and browsers resolve "." and ".." segments (also when written
 %2E), so those two are escaped once more here and unescaped when the URL comes back:
 '%' -> %25, '/' -> %2F, and a name of dots only -> %2E per dot.

@@ -52,7 +52,7 @@ Execution
     at run time and are never copied into an outcome (``repr=False``). ``timeout_sec`` is a
     ceiling a case's own ``timeout_sec`` may lower; a session listed in
     ``credential_refusals`` fails at ``auth_preflight`` (``auth_header_resolution_failed``).
-    Every request goes through ``triage.outbound.fetch`` (HttpExecutor only builds it):
+    Every request goes through ``core.outbound.fetch`` (HttpExecutor only builds it):
     public addresses only unless ``private_allowed``, redirects checked hop by hop and
     without credentials across origins, the body capped; a refusal is
     ``execute/network_error`` with ``blocked_by`` ``address`` / ``redirect`` /
@@ -165,11 +165,12 @@ from graph_tool_call.plan import (
     resolve_bindings,
 )
 
+from core import outbound
+from core.json_limits import DEFAULT_MAX_DEPTH, JSONTooDeep, loads_bounded
 from qualitylab import assertions as case_assertions
 from qualitylab.assertions import AssertionSet, CaseSpecError, gettext_noop
-from triage import outbound, taxonomy
+from triage import taxonomy
 from triage.intake.runner_events import failure_from_runner_event
-from triage.json_limits import DEFAULT_MAX_DEPTH, JSONTooDeep, loads_bounded
 from triage.storable import first_unstorable_text, may_hold_unstorable_text
 
 __all__ = [
@@ -927,7 +928,7 @@ class ExecutionContext:
     timeout_sec: float = 30.0  # a ceiling: a case's timeout_sec may lower it, not raise it
     allow_mutations: bool = False
     # Non-public hosts, addresses and networks an administrator allows, on every port or
-    # as host:port on one (triage.outbound.PrivateAllowance).
+    # as host:port on one (core.outbound.PrivateAllowance).
     private_allowed: tuple[str, ...] = ()
     max_response_bytes: int = 10 * 1024 * 1024
     # Sessions whose credential variable the desk refused to read: session -> why.
@@ -1905,7 +1906,7 @@ class ToolHttpError(Exception):
         self.status = status
 
 
-# Which rule refused a call (evidence.blocked_by), by triage.outbound's refusal code.
+# Which rule refused a call (evidence.blocked_by), by core.outbound's refusal code.
 _BLOCKED_BY = {
     "scheme_not_allowed": "scheme",
     "host_not_allowed": "allowed_hosts",
@@ -2028,7 +2029,7 @@ def _executor_result(schema: ToolSchema, response: outbound.Response) -> dict[st
 
     graph-tool-call 0.47's executor sends through ``urllib.request.urlopen`` (redirects
     followed with every header, any scheme, the host resolved again at connect); the
-    engine builds the request with it and sends it through ``triage.outbound`` instead.
+    engine builds the request with it and sends it through ``core.outbound`` instead.
     This mirrors the executor's result shape with its own helpers (pinned version).
     """
     api_metadata = schema.metadata.get("openapi")

@@ -13,12 +13,12 @@ from django.core.files.uploadedfile import UploadedFile
 from django.utils.text import format_lazy
 from django.utils.translation import gettext, gettext_lazy
 
+from core.collection_names import COLLECTION_NAME_MAX_LENGTH
+from core.fields import validate_collection_name, validate_outbound_url
+from core.json_limits import JSONTooDeep, loads_bounded
 from qualitylab import engine, services
 from qualitylab.models import CaseMode, Collection, QualityCase, Suite
-from triage.collection_names import COLLECTION_NAME_MAX_LENGTH
-from triage.fields import validate_collection_name, validate_outbound_url
 from triage.forms import MAX_ID, help_with_code
-from triage.json_limits import JSONTooDeep, loads_bounded
 
 MAX_CASES_FILE_BYTES = 5_000_000
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,99}\Z")

@@ -11,9 +11,9 @@ from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy
 
+from core.collection_names import COLLECTION_NAME_MAX_LENGTH
+from core.fields import BulkJSONField, validate_collection_name
 from qualitylab import artifact_json
-from triage.collection_names import COLLECTION_NAME_MAX_LENGTH
-from triage.fields import BulkJSONField, validate_collection_name
 
 
 class LearningMode(models.TextChoices):

@@ -18,6 +18,8 @@ from django.utils import timezone
 from django.utils.translation import gettext, gettext_noop
 from kombu.exceptions import OperationalError as BrokerError
 
+from core import outbound
+from core.collection_names import CollectionNameError, check_collection_name
 from learning import services as learning_services
 from qualitylab import credentials, engine
 from qualitylab.metrics import run_metrics
@@ -31,8 +33,6 @@ from qualitylab.models import (
     RunStatus,
     Suite,
 )
-from triage import outbound
-from triage.collection_names import CollectionNameError, check_collection_name
 from triage.intake.ingest import DESK_CHANNEL, DESK_OWNER, batch_ingest
 from triage.intake.normalize import ItemError
 from triage.models import (

@@ -24,6 +24,7 @@ from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 from django_htmx.http import HttpResponseStopPolling
 
+from core.http import is_partial
 from qualitylab import engine, selectors, services, uploads
 from qualitylab.forms import (
     CaseForm,
@@ -37,7 +38,6 @@ from qualitylab.forms import (
     SuiteForm,
 )
 from qualitylab.models import CaseResult, CaseRun, Collection, QualityCase, Suite
-from triage.http import is_partial
 from triage.models import FailureGroup
 
 VIEW_COLLECTION = "qualitylab.view_collection"

@@ -10,6 +10,8 @@ from django.utils.dateparse import parse_datetime
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import generics, serializers
 from rest_framework.exceptions import (
+    APIException,
+    ErrorDetail,
     NotAuthenticated,
     NotFound,
     PermissionDenied,
@@ -21,9 +23,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from core.collection_names import collection_name_problem
 from triage import taxonomy
-from triage.collection_names import collection_name_problem
-from triage.intake.auth import HasReadScope
+from triage.intake.auth import ApiKeyAuthentication, HasIngestScope, HasReadScope
 from triage.intake.envelope import taxonomy_document
 from triage.models import ApiKey
 from triage.selectors import FailureFilters, failures_list, groups_list, tool_policy_document
@@ -32,6 +34,7 @@ from triage.serializers import (
     FailureGroupSerializer,
     FailureRecordSerializer,
 )
+from triage.services import ReleaseError, release_declare
 
 
 class _NewestFirst(CursorPagination):
@@ -222,3 +225,65 @@ class ToolPoliciesApi(APIView):
                 {"collection": [f"The collection name {problem}."]}, code="invalid_field"
             )
         return _polled_answer(request, *tool_policy_document(collection=collection))
+
+
+class ReleaseConflict(APIException):
+    status_code = 409
+    default_detail = "This release was declared with another deployed_at or url."
+    default_code = "release_conflict"
+
+
+class ReleaseSerializer(serializers.Serializer[Any]):
+    """What POST /api/v1/releases takes and answers (the checks are release_declare's)."""
+
+    collection = serializers.CharField()
+    version = serializers.CharField()
+    deployed_at = serializers.DateTimeField()
+    url = serializers.CharField(required=False, allow_blank=True)
+
+
+class ReleasesApi(APIView):
+    """Declare a release of a collection: runtimes and CI send it when they deploy."""
+
+    authentication_classes = [ApiKeyAuthentication]
+    permission_classes = [HasIngestScope]
+
+    @extend_schema(
+        operation_id="release_declare",
+        summary="Declare a release of a collection (idempotent)",
+        request=ReleaseSerializer,
+        responses={
+            200: OpenApiResponse(ReleaseSerializer, description="already declared, the same"),
+            201: ReleaseSerializer,
+            400: OpenApiResponse(description='{"error": {"code", "message", "field"}}'),
+            401: OpenApiResponse(description='{"error": {"code": "invalid_api_key", ...}}'),
+            403: OpenApiResponse(description='{"error": {"code": "missing_scope", ...}}'),
+            409: OpenApiResponse(description='{"error": {"code": "release_conflict", ...}}'),
+        },
+    )
+    def post(self, request: Request) -> Response:
+        body = request.data
+        if not isinstance(body, dict):
+            raise ValidationError(
+                {"body": [ErrorDetail("The body must be a JSON object.", code="invalid_body")]}
+            )
+        try:
+            release, created = release_declare(
+                collection=body.get("collection"),
+                version=body.get("version"),
+                deployed_at=body.get("deployed_at"),
+                url=body.get("url"),
+            )
+        except ReleaseError as exc:
+            if exc.code == "release_conflict":
+                raise ReleaseConflict(exc.message) from None
+            raise ValidationError({exc.field: [ErrorDetail(exc.message, code=exc.code)]}) from None
+        return Response(
+            {
+                "collection": release.collection,
+                "version": release.version,
+                "deployed_at": release.deployed_at.isoformat(),
+                "url": release.url,
+            },
+            status=201 if created else 200,
+        )

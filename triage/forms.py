@@ -20,10 +20,11 @@ from django.utils.safestring import SafeString
 from django.utils.translation import gettext, gettext_lazy, ngettext
 from django.utils.translation import gettext_lazy as _
 
+from core.collection_names import COLLECTION_NAME_MAX_LENGTH
+from core.fields import validate_collection_name
 from triage import taxonomy, timezones
-from triage.collection_names import COLLECTION_NAME_MAX_LENGTH
-from triage.fields import validate_collection_name
 from triage.models import (
+    RELEASE_VERSION_MAX_LENGTH,
     RUNBOOK_NOTE_MAX_LENGTH,
     RUNBOOK_URL_MAX_LENGTH,
     GroupAction,
@@ -115,6 +116,10 @@ class TriageFilterForm(forms.Form):
         required=False,
     )  # fmt: skip
     tool = forms.CharField(label=gettext_lazy("Tool"), required=False, max_length=200)
+    # Groups with records of this release (Release.version, as the records carry it).
+    release = forms.CharField(
+        label=gettext_lazy("Release"), required=False, max_length=RELEASE_VERSION_MAX_LENGTH
+    )
     lane = forms.ChoiceField(
         label=gettext_lazy("Lane"),
         choices=_choices(taxonomy.LANES, gettext_lazy("any lane")),
@@ -237,7 +242,7 @@ class TriageFilterForm(forms.Form):
 
     def filters(self) -> dict[str, str]:
         data = self._valid_data()
-        keys = ("collection", "tool", "lane", "execution_state", "q", "stage", "reason")
+        keys = ("collection", "tool", "release", "lane", "execution_state", "q", "stage", "reason")
         chosen = {key: data[key].strip() for key in keys if data.get(key)}
         chosen["status"] = data.get("status") or ACTIVE
         # A URL without a source is production, also for a bulk action's saved query; an
@@ -369,6 +374,9 @@ def mute_preset_end(preset: str, now: datetime) -> datetime:
 
 # Assigning to nobody, said so: the form's name for an assign action without an assignee.
 UNASSIGN = "unassign"
+# The resolve form's choices of release: the next one deployed, or a named one.
+RESOLVE_IN_NEXT = "next"
+RESOLVE_IN_RELEASE = "release:"
 
 
 class GroupActionForm(forms.Form):
@@ -410,6 +418,11 @@ class GroupActionForm(forms.Form):
         label=_("Mute for this many new records"),
     )
     mute_for = forms.ChoiceField(required=False, choices=[], label=_("Mute for"))
+    # A resolve's release: "" (none), RESOLVE_IN_NEXT, or RESOLVE_IN_RELEASE + a version (the
+    # prefix keeps a version that happens to be spelled "next" a version).
+    resolve_in = forms.CharField(
+        required=False, max_length=RELEASE_VERSION_MAX_LENGTH + 10, label=_("Resolved in")
+    )
 
     def __init__(self, *args: Any, user: Any = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -452,6 +465,16 @@ class GroupActionForm(forms.Form):
                 data["muted_until"] = mute_preset_end(preset, timezone.now())
             elif until is not None and until <= timezone.now():
                 self.add_error("muted_until", gettext("The mute must end in the future."))
+        resolve_in = data.get("resolve_in") or ""
+        data["resolved_in_next_release"] = resolve_in == RESOLVE_IN_NEXT
+        data["resolved_in_release"] = resolve_in.removeprefix(RESOLVE_IN_RELEASE)
+        if resolve_in and not (
+            resolve_in == RESOLVE_IN_NEXT
+            or (resolve_in.startswith(RESOLVE_IN_RELEASE) and data["resolved_in_release"])
+        ):
+            self.add_error("resolve_in", gettext("Choose the next release or a known one."))
+        if resolve_in == RESOLVE_IN_NEXT:
+            data["resolved_in_release"] = ""
         if action == GroupAction.NOTE and not (data.get("note") or "").strip():
             self.add_error("note", gettext("Write the note."))
         return data

@@ -207,6 +207,33 @@ class ToolPolicy(models.Model):
         return f"{self.collection or '*'}/{self.tool} ({self.side_effect})"
 
 
+# A release is a short identifier ("1.4.2", "2026-06-01.3", a commit's short hash).
+RELEASE_VERSION_MAX_LENGTH = 64
+RELEASE_URL_MAX_LENGTH = 500
+
+
+class Release(models.Model):
+    """One version of a collection's runtime and when it was deployed (declared by CI)."""
+
+    collection = models.CharField(max_length=200)
+    version = models.CharField(max_length=RELEASE_VERSION_MAX_LENGTH)
+    deployed_at = models.DateTimeField()
+    url = models.CharField(max_length=RELEASE_URL_MAX_LENGTH, blank=True, default="")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["collection", "-deployed_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["collection", "version"], name="release_unique")
+        ]
+        indexes = [
+            models.Index(fields=["collection", "deployed_at"], name="release_collection_time")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.collection} {self.version}"
+
+
 class GroupStatus(models.TextChoices):
     OPEN = "open", gettext_lazy("open")
     ACKNOWLEDGED = "acknowledged", gettext_lazy("acknowledged")
@@ -243,6 +270,19 @@ class FailureGroup(models.Model):
     # records are gone can say why. first_seen and last_seen stay as history.
     pruned_count = models.PositiveBigIntegerField(default=0)
     pruned_before = models.DateTimeField(null=True, blank=True)
+    # "Resolved in a release": records of earlier releases of the collection leave a resolved
+    # group resolved; one of this release or a later one (by deployed_at) reopens it. With
+    # `resolved_in_next_release`, the release is the first deployed after the resolution
+    # (status_changed_at). Read only while the group is resolved (triage/intake/ingest.py).
+    # Database defaults: ingest inserts new groups with its own SQL, naming its columns.
+    resolved_in_release = models.CharField(
+        max_length=RELEASE_VERSION_MAX_LENGTH, blank=True, default="", db_default=""
+    )
+    resolved_in_next_release = models.BooleanField(default=False, db_default=False)
+    # The release of the records that last reopened the group ("" when none was named).
+    regressed_in_release = models.CharField(
+        max_length=RELEASE_VERSION_MAX_LENGTH, blank=True, default="", db_default=""
+    )
 
     class Meta:
         constraints = [
@@ -309,8 +349,8 @@ class FailureGroupFacet(models.Model):
     group = models.ForeignKey(
         FailureGroup, on_delete=models.CASCADE, related_name="facets", db_index=False
     )
-    dimension = models.CharField(max_length=20)  # source | lane | execution_state
-    value = models.CharField(max_length=32)
+    dimension = models.CharField(max_length=20)  # source | lane | execution_state | release
+    value = models.CharField(max_length=RELEASE_VERSION_MAX_LENGTH)
     count = models.PositiveBigIntegerField(default=0)
 
     class Meta:
@@ -391,6 +431,10 @@ class FailureRecord(models.Model):
     # use the partial index below for a lookup by values it does not know in advance.
     trace_id = models.CharField(max_length=32, null=True, blank=True)  # noqa: DJ001
     span_id = models.CharField(max_length=16, null=True, blank=True)  # noqa: DJ001
+    # The runtime's release (Release.version in this collection) as sent; "" when none.
+    release = models.CharField(
+        max_length=RELEASE_VERSION_MAX_LENGTH, blank=True, default="", db_default=""
+    )
 
     class Meta:
         indexes = [

@@ -38,7 +38,7 @@ from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 from django.utils.translation import gettext_noop
 
-from triage.intake.ingest import _row_sources
+from core.sql import row_sources
 from triage.models import (
     FailureGroup,
     FailureGroupBucket,
@@ -296,6 +296,7 @@ _RECORD_COLUMNS = (
     "source",
     "lane",
     "execution_state",
+    "release",
 )
 
 
@@ -332,7 +333,7 @@ def _prune_record_batch(
     hours: Counter[tuple[int, datetime]] = Counter()
     day_counts: Counter[tuple[int, datetime]] = Counter()
     facets: Counter[tuple[int, str, str]] = Counter()
-    for _, group_id, occurred, retryable, contradictions, source, lane, state in rows:
+    for _, group_id, occurred, retryable, contradictions, source, lane, state, release in rows:
         totals = per_group.setdefault(group_id, [0, 0, 0])
         totals[0] += 1
         totals[1] += int(retryable)
@@ -343,6 +344,8 @@ def _prune_record_batch(
         facets[(group_id, "source", source)] += 1
         facets[(group_id, "lane", lane)] += 1
         facets[(group_id, "execution_state", state)] += 1
+        if release:
+            facets[(group_id, "release", release)] += 1
     try:
         _subtract_from_groups(per_group)
         empty_buckets = _subtract(
@@ -441,7 +444,7 @@ def _subtract_from_groups(per_group: dict[int, list[int]]) -> None:
     rows = [(group_id, *per_group[group_id]) for group_id in sorted(per_group)]
     changed = 0
     with connection.cursor() as cursor:
-        for source, params in _row_sources(("bigint", "bigint", "bigint", "bigint"), rows):
+        for source, params in row_sources(("bigint", "bigint", "bigint", "bigint"), rows):
             cursor.execute(
                 f"WITH d(group_id, n, r, c) AS ({source}) "
                 f"UPDATE {table} SET count = {table}.count - d.n, "
@@ -468,7 +471,7 @@ def _subtract(
     match = " AND ".join(f"{table}.{column} = d.{column}" for column in key_columns)
     changed: list[tuple[int, int]] = []
     with connection.cursor() as cursor:
-        for source, params in _row_sources((*pg_types, "bigint"), rows):
+        for source, params in row_sources((*pg_types, "bigint"), rows):
             cursor.execute(
                 f"WITH d({', '.join(key_columns)}, n) AS ({source}) "
                 f"UPDATE {table} SET count = {table}.count - d.n "

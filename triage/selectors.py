@@ -14,6 +14,8 @@ from django.db.models import (
     Count,
     Exists,
     IntegerField,
+    Max,
+    Min,
     OuterRef,
     Q,
     QuerySet,
@@ -24,8 +26,8 @@ from django.db.models.expressions import RawSQL
 from django.utils import timezone
 from django.utils.translation import get_language, gettext, gettext_lazy
 
+from core.http import strong_etag
 from triage import taxonomy
-from triage.http import strong_etag
 from triage.models import (
     UNCERTAIN_STATES,
     FailureGroup,
@@ -36,6 +38,7 @@ from triage.models import (
     Receipt,
     Reconciliation,
     RejectionCount,
+    Release,
     Runbook,
     RunbookRevision,
     RunbookSubject,
@@ -290,7 +293,7 @@ def awaiting_reconciliation() -> QuerySet[Receipt]:
 
 
 def _having_facet(dimension: str, value: str, *, group: str = "pk") -> Exists:
-    """Groups with records of this source or execution state (from ingest's facet rows);
+    """Groups with records of this source, execution state or release (ingest's facet rows);
     `group` names the outer column holding the group's id."""
     return Exists(
         FailureGroupFacet.objects.filter(
@@ -326,7 +329,7 @@ def _triage_filter(filters: dict[str, str], *, via: str = "") -> Q:
         if filters.get(name):
             condition &= Q(**{f"{via}{name}": filters[name]})
     outer = "group_id" if via else "pk"
-    for dimension in ("source", "execution_state"):
+    for dimension in ("source", "execution_state", "release"):
         if filters.get(dimension) == PRODUCTION_SOURCES and dimension == "source":
             condition &= Q(having_production_records(group=outer))
         elif filters.get(dimension):
@@ -800,6 +803,43 @@ def group_timeline(*, group: FailureGroup, days: int = 14) -> tuple[list[int], d
     for hour, count in group.buckets.filter(hour__gte=start).values_list("hour", "count"):
         values[int((hour - start).total_seconds() // 3600)] += count
     return values, start
+
+
+@dataclass(frozen=True)
+class ReleaseSeen:
+    """One release's records in a group: how many, and when first and last seen."""
+
+    release: str  # "" for records sent without a release
+    records: int
+    first_seen: datetime
+    last_seen: datetime
+
+
+# The group page lists at most this many releases, the most recently seen first.
+GROUP_RELEASES_SHOWN = 20
+
+
+def group_releases(*, group: FailureGroup, limit: int = GROUP_RELEASES_SHOWN) -> list[ReleaseSeen]:
+    """The group's records per release (first and last seen), in one grouped query; empty
+    when no record of the group carries a release (the table would say nothing)."""
+    rows = list(
+        FailureRecord.objects.filter(group=group)
+        .values("release")
+        .annotate(records=Count("id"), first=Min("occurred_at"), last=Max("occurred_at"))
+        .order_by("-last", "release")[:limit]
+    )
+    if not any(row["release"] for row in rows):
+        return []
+    return [ReleaseSeen(row["release"], row["records"], row["first"], row["last"]) for row in rows]
+
+
+def collection_releases(*, collection: str, limit: int = 50) -> list[Release]:
+    """A collection's releases, the most recently deployed first (what a resolve may name)."""
+    if not collection:
+        return []
+    return list(
+        Release.objects.filter(collection=collection).order_by("-deployed_at", "-id")[:limit]
+    )
 
 
 def group_siblings(*, group: FailureGroup) -> list[FailureGroup]:

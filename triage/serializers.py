@@ -9,8 +9,8 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.utils import timezone
 from rest_framework import serializers
 
+from core.collection_names import COLLECTION_NAME_MAX_LENGTH
 from triage import taxonomy
-from triage.collection_names import COLLECTION_NAME_MAX_LENGTH
 from triage.forms import window_moment
 from triage.models import FailureGroup, FailureRecord, GroupStatus
 

@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.db import transaction
+from django.core.exceptions import ValidationError
+from django.core.validators import URLValidator
+from django.db import IntegrityError, transaction
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 from django.utils.translation import gettext
 
+from core.collection_names import INVALID_COLLECTION_NAME, collection_name_problem
 from triage.intake.ingest import DESK_OWNER, owner_is_reserved
 from triage.models import (
+    RELEASE_URL_MAX_LENGTH,
+    RELEASE_VERSION_MAX_LENGTH,
     ApiKey,
     ApiKeyScope,
     BulkAction,
@@ -23,10 +29,12 @@ from triage.models import (
     Receipt,
     Reconciliation,
     ReconciliationFinding,
+    Release,
     Runbook,
     RunbookRevision,
     RunbookSubject,
 )
+from triage.storable import EARLIEST_TIMESTAMP, identifier_problem
 
 
 def person_language_set(*, user: Any, language: str) -> PersonPreference:
@@ -95,7 +103,8 @@ _STATUS_AFTER = {
     GroupAction.REOPEN: GroupStatus.OPEN,
 }
 # Fields an action may change; their values before a bulk action are kept for undo.
-_UNDO_FIELDS = ("status", "status_changed_at", "assignee_id", "muted_until", "mute_remaining_count")
+_UNDO_FIELDS = ("status", "status_changed_at", "assignee_id", "muted_until", "mute_remaining_count",
+                "resolved_in_release", "resolved_in_next_release")  # fmt: skip
 
 
 def group_act(
@@ -107,9 +116,15 @@ def group_act(
     assignee: Any = None,
     muted_until: datetime | None = None,
     mute_count: int | None = None,
+    resolved_in_release: str = "",
+    resolved_in_next_release: bool = False,
     bulk_action: BulkAction | None = None,
 ) -> GroupEvent:
-    """Apply one triage action to one group and append it to the group's history."""
+    """Apply one triage action to one group and append it to the group's history.
+
+    A resolve may name the release it is resolved in (a release of the group's collection
+    the desk knows) or say "the next release": records of earlier releases then leave the
+    group resolved (triage.releases)."""
     if action not in GroupAction.values or action == GroupAction.UNDO:
         raise GroupActionError(gettext("Unknown action %(action)r.") % {"action": action})
     now = timezone.now()
@@ -138,6 +153,10 @@ def group_act(
                 "muted_until": muted_until.isoformat() if muted_until else None,
                 "mute_count": mute_count,
             }
+        elif action == GroupAction.RESOLVE:
+            data = _resolution_release(
+                group, release=resolved_in_release, next_release=resolved_in_next_release
+            )
         if action in _STATUS_AFTER:
             if action == GroupAction.REOPEN and before == GroupStatus.OPEN:
                 raise GroupActionError(gettext("The group is already open."))
@@ -146,6 +165,9 @@ def group_act(
             if action != GroupAction.MUTE:
                 group.muted_until = None
                 group.mute_remaining_count = None
+            if action != GroupAction.RESOLVE:  # they mean something only while resolved
+                group.resolved_in_release = ""
+                group.resolved_in_next_release = False
         group.save()
         return GroupEvent.objects.create(
             group=group,
@@ -158,6 +180,25 @@ def group_act(
             bulk_action=bulk_action,
             created_at=now,
         )
+
+
+def _resolution_release(group: FailureGroup, *, release: str, next_release: bool) -> dict[str, Any]:
+    """Set the release `group` is resolved in; the event data that says so."""
+    if release and next_release:
+        raise GroupActionError(gettext("Resolve in the next release or in a named one, not both."))
+    if (
+        release
+        and not Release.objects.filter(collection=group.collection, version=release).exists()
+    ):
+        raise GroupActionError(
+            gettext("The desk knows no release %(release)s of this collection.")
+            % {"release": release}
+        )
+    group.resolved_in_release = release
+    group.resolved_in_next_release = next_release
+    if release:
+        return {"resolved_in_release": release}
+    return {"resolved_in_next_release": True} if next_release else {}
 
 
 def groups_bulk_act(
@@ -231,6 +272,8 @@ def group_act_undoable(
     assignee: Any = None,
     muted_until: datetime | None = None,
     mute_count: int | None = None,
+    resolved_in_release: str = "",
+    resolved_in_next_release: bool = False,
 ) -> BulkAction:
     """Apply one action to one group like group_act, remembering its state so that
     bulk_action_undo can put it back (an action on one group of one)."""
@@ -252,6 +295,8 @@ def group_act_undoable(
             assignee=assignee,
             muted_until=muted_until,
             mute_count=mute_count,
+            resolved_in_release=resolved_in_release,
+            resolved_in_next_release=resolved_in_next_release,
             bulk_action=bulk,
         )
     return bulk
@@ -283,6 +328,9 @@ def bulk_action_undo(*, bulk: BulkAction, actor: Any) -> int:
             group.assignee_id = before["assignee_id"]
             group.muted_until = _parse(before["muted_until"])
             group.mute_remaining_count = before["mute_remaining_count"]
+            # Snapshots from before releases existed hold neither.
+            group.resolved_in_release = before.get("resolved_in_release", "")
+            group.resolved_in_next_release = before.get("resolved_in_next_release", False)
             group.save()
             GroupEvent.objects.create(
                 group=group,
@@ -417,3 +465,132 @@ def person_time_zone_set(*, user: Any, time_zone: str) -> PersonPreference:
         user=user, defaults={"time_zone": time_zone}
     )
     return preference
+
+
+# --- releases -----------------------------------------------------------------------------
+
+
+class ReleaseError(ValueError):
+    """A release declaration the desk refuses; code and field are part of the API contract."""
+
+    def __init__(self, code: str, field: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.field = field
+        self.message = message
+
+
+# How far ahead of the desk's clock a deployment may claim to be (clocks drift).
+_RELEASE_CLOCK_SKEW = timedelta(hours=1)
+
+
+def _release_version(value: object) -> str:
+    if value is None or value == "":
+        raise ReleaseError("missing_field", "version", "version is required.")
+    if not isinstance(value, str):
+        raise ReleaseError("invalid_field", "version", "version must be a string.")
+    if len(value) > RELEASE_VERSION_MAX_LENGTH:
+        raise ReleaseError(
+            "value_too_long",
+            "version",
+            f"version is {len(value)} characters; at most {RELEASE_VERSION_MAX_LENGTH} are stored.",
+        )
+    if (problem := identifier_problem(value)) is not None:
+        raise ReleaseError(
+            "invalid_character", "version", f"version holds {problem}, which it may not hold."
+        )
+    if value != value.strip():
+        raise ReleaseError("invalid_field", "version", "version starts or ends with a space.")
+    return value
+
+
+def _release_deployed_at(value: object, *, now: datetime) -> datetime:
+    if value is None or value == "":
+        raise ReleaseError("missing_field", "deployed_at", "deployed_at is required.")
+    moment = value if isinstance(value, datetime) else None
+    if isinstance(value, str):
+        try:
+            moment = parse_datetime(value)
+        except ValueError:  # well-formed but impossible: month 13, offset >= 24h
+            moment = None
+    if moment is None or moment.tzinfo is None:
+        raise ReleaseError(
+            "invalid_field",
+            "deployed_at",
+            "deployed_at must be an ISO 8601 timestamp with a time zone.",
+        )
+    try:
+        in_utc = moment.astimezone(UTC)
+    except (OverflowError, ValueError):
+        in_utc = None
+    if in_utc is None or in_utc < EARLIEST_TIMESTAMP or in_utc > now + _RELEASE_CLOCK_SKEW:
+        raise ReleaseError(
+            "timestamp_out_of_range",
+            "deployed_at",
+            "deployed_at must be between 1970-01-01 and an hour from now.",
+        )
+    return in_utc
+
+
+def _release_url(value: object) -> str:
+    if value is None or value == "":
+        return ""
+    if not isinstance(value, str):
+        raise ReleaseError("invalid_field", "url", "url must be a string.")
+    if len(value) > RELEASE_URL_MAX_LENGTH:
+        raise ReleaseError(
+            "value_too_long", "url", f"url is longer than {RELEASE_URL_MAX_LENGTH} characters."
+        )
+    try:
+        URLValidator(schemes=["http", "https"])(value)
+    except ValidationError:
+        raise ReleaseError(
+            "invalid_url", "url", "url must be a full http:// or https:// address."
+        ) from None
+    if "@" in value.split("://", 1)[1].split("/", 1)[0]:
+        raise ReleaseError(
+            "invalid_url", "url", "url may not hold a user name or password: pages show it."
+        )
+    return value
+
+
+def release_declare(
+    *,
+    collection: object,
+    version: object,
+    deployed_at: object,
+    url: object = "",
+    now: datetime | None = None,
+) -> tuple[Release, bool]:
+    """Record that `version` of `collection` was deployed at `deployed_at`; returns the
+    release and whether it is new. Declaring the same release again changes nothing; a
+    declaration that says another time (or another url) for a known version is refused
+    (`release_conflict`): resolutions compare releases by their deployment times."""
+    now = now or timezone.now()
+    if collection is None or collection == "":
+        raise ReleaseError("missing_field", "collection", "collection is required.")
+    if (problem := collection_name_problem(collection)) is not None:
+        raise ReleaseError(INVALID_COLLECTION_NAME, "collection", f"collection {problem}.")
+    assert isinstance(collection, str)
+    values = {
+        "version": _release_version(version),
+        "deployed_at": _release_deployed_at(deployed_at, now=now),
+        "url": _release_url(url),
+    }
+    existing = Release.objects.filter(collection=collection, version=values["version"]).first()
+    if existing is None:
+        try:
+            with transaction.atomic():
+                return Release.objects.create(collection=collection, **values), True
+        except IntegrityError:  # declared by a concurrent request
+            existing = Release.objects.get(collection=collection, version=values["version"])
+    if existing.deployed_at != values["deployed_at"] or (
+        values["url"] and values["url"] != existing.url
+    ):
+        raise ReleaseError(
+            "release_conflict",
+            "version",
+            f"release {existing.version} of {collection} was declared with another "
+            "deployed_at or url; a release is declared once.",
+        )
+    return existing, False

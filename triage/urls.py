@@ -13,6 +13,8 @@ ingest_urlpatterns = [
     # Read by the same runtimes, with the same key, from the address they send to.
     path("taxonomy", api.TaxonomyApi.as_view(), name="api-taxonomy"),
     path("tool-policies", api.ToolPoliciesApi.as_view(), name="api-tool-policies"),
+    # Declared by runtimes and CI when they deploy, with the key they ingest with.
+    path("releases", api.ReleasesApi.as_view(), name="api-releases"),
 ]
 
 api_urlpatterns = [

@@ -21,9 +21,10 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST, require_safe
 from django_htmx.http import push_url
 
+from core.drafts import draft_keep, draft_take, errors_in_words
+from core.http import is_partial
 from triage import roles, selectors, taxonomy
 from triage.badges import tool_badges
-from triage.drafts import draft_keep, draft_take, errors_in_words
 from triage.forms import (
     RUNBOOK_SCOPE_COLLECTION,
     RUNBOOK_SCOPE_EVERY,
@@ -35,7 +36,6 @@ from triage.forms import (
     TriageFilterForm,
     triage_back_query,
 )
-from triage.http import is_partial
 from triage.models import BulkAction, FailureGroup, GroupAction
 from triage.services import (
     GroupActionError,
@@ -236,6 +236,8 @@ def group_page(request: HttpRequest, group_id: int) -> HttpResponse:
         "timeline": timeline,
         "timeline_start": timeline_start,
         "siblings": selectors.group_siblings(group=group),
+        "releases_seen": selectors.group_releases(group=group),
+        "known_releases": selectors.collection_releases(collection=group.collection),
         "receipts": selectors.group_related_receipts(group=group, keys=keys),
         # A reconcile_first group asks for a status lookup: the runs waiting for one.
         "waiting_receipts": (
@@ -337,6 +339,8 @@ def group_act_view(request: HttpRequest, group_id: int) -> HttpResponse:
             "assignee": None if data["action"] == UNASSIGN else data["assignee"],
             "muted_until": data["muted_until"],
             "mute_count": data["mute_count"],
+            "resolved_in_release": data["resolved_in_release"],
+            "resolved_in_next_release": data["resolved_in_next_release"],
         }
         try:
             if action == GroupAction.NOTE:

@@ -21,9 +21,9 @@ from django.utils.cache import add_never_cache_headers
 from django.utils.translation import gettext
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
+from core.http import is_partial
 from triage import ingestion, retention, roles, selectors, taxonomy
 from triage.forms import ApiKeyCreateForm, IngestionQueryForm, PolicyQueryForm, ToolPolicyForm
-from triage.http import is_partial
 from triage.models import ApiKey, ToolPolicy
 from triage.services import ApiKeyError, api_key_create, api_key_revoke
 

@@ -14,9 +14,9 @@ from django.utils import timezone
 from django.utils.translation import gettext
 from django.views.decorators.http import require_POST, require_safe
 
+from core.http import is_partial
 from triage import receipts, roles
 from triage.forms import ReconcileForm
-from triage.http import is_partial
 from triage.models import Receipt, Reconciliation, ReconciliationFinding
 from triage.services import ReconcileError, receipt_reconcile
 

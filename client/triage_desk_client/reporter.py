@@ -18,13 +18,18 @@ Durability, chosen per reporter (``durability=``):
   written. ``flush()`` and ``close()`` write the queue out first; ``close()`` always does,
   whatever its timeout.
 
-Either way the item is scrubbed first (``triage_desk_client.scrub.scrub_item``, the desk's
-own rules) in the caller's thread, so a secret never reaches the spool file, even in the
-batched mode's queue. It stays there rather than moving to the batched writer: report()
-returns the item's id, which digests the scrubbed item (a digest of the secret would leak
-it to a guess); the copy it makes is what the queue holds, so the runtime may change its
-dict after the call; and it is CPU work bounded by the item's size (the rules run in
-linear time), no I/O and no lock, which is what keeps the caller's worst call bounded.
+Either way the item is scrubbed first, in the caller's thread, with the desk's own rules
+(``triage_desk_client.scrub``), so a secret never reaches the spool file, even in the
+batched mode's queue. Most items hold nothing to scrub, and copying one through
+``scrub_item`` costs several times what encoding it does, so the reporter first asks
+``is_clean_item`` (a read-only pass over the same values, the rules' gates run once over
+the strings not met before) whether the walk would change anything; when it would not,
+the item itself is encoded, which gives the JSON and the id the copy would have. Scrubbing
+stays in the caller's thread rather than moving to the batched writer: report() returns
+the item's id, which digests the scrubbed item (a digest of the secret would leak it to a
+guess); what is queued is the scrubbed item's JSON, so the runtime may change its dict
+after the call; and it is CPU work linear in the item's size (the rules run in linear
+time), no I/O and no lock, which is what keeps the caller's worst call bounded.
 
 What the sender does with the desk's answers:
 
@@ -53,6 +58,7 @@ import http.client
 import json
 import logging
 import math
+import os
 import random
 import re
 import threading
@@ -63,11 +69,15 @@ from threading import get_ident
 from typing import Any, Callable
 
 from triage_desk_client import ids
-from triage_desk_client.scrub import scrub_item
+from triage_desk_client.scrub import is_clean_item, scrub_item
 from triage_desk_client.spool import Batch, Segment, Slices, Spool, frame
 
 logger = logging.getLogger("triage_desk_client")
 
+# Items that carry the runtime's release (``Reporter(release=...)`` or this variable).
+RELEASE_ENVIRONMENT_VARIABLE = "TRIAGE_RELEASE"
+RELEASED_ITEM_TYPES = frozenset({"failure", "envelope", "runner_event", "receipt"})
+MAX_RELEASE_LENGTH = 64
 ITEM_TYPES = (
     "failure",
     "runner_event",
@@ -138,6 +148,7 @@ class Reporter:
         durability: str = "append",
         write_interval: float = DEFAULT_WRITE_INTERVAL,
         max_pending_bytes: int = DEFAULT_MAX_PENDING_BYTES,
+        release: str | None = None,
     ) -> None:
         parts = urllib.parse.urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -152,6 +163,15 @@ class Reporter:
             raise ValueError("write_interval must be over 0 and at most 1 second")
         if max_pending_bytes < 1:
             raise ValueError("max_pending_bytes must be at least 1")
+        # The runtime's release, sent as ``release`` on every failure, envelope, runner event
+        # and receipt (a body that says its own keeps it); None reads TRIAGE_RELEASE.
+        if release is None:
+            release = os.environ.get(RELEASE_ENVIRONMENT_VARIABLE, "")
+        if not isinstance(release, str) or len(release) > MAX_RELEASE_LENGTH:
+            raise ValueError(f"release must be a string of at most {MAX_RELEASE_LENGTH} characters")
+        if release != release.strip() or any(ord(c) < 32 or 127 <= ord(c) < 160 for c in release):
+            raise ValueError("release must not hold control characters or end with spaces")
+        self._release = release
         self._connection_class: type[http.client.HTTPConnection] = (
             http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
         )
@@ -285,10 +305,13 @@ class Reporter:
     ) -> str:
         if type(body) is not dict and not isinstance(body, Mapping):
             raise TypeError(f"a {item_type} body must be a mapping, not {type(body).__name__}")
-        try:
-            body = scrub_item(body)
-        except ValueError as exc:  # the one thing it refuses: a body that contains itself
-            raise ValueError(f"a {item_type} body must not contain itself ({exc})") from None
+        if self._release and item_type in RELEASED_ITEM_TYPES and "release" not in body:
+            body = {**body, "release": self._release}
+        if not is_clean_item(body):  # something to scrub, or there may be: the walk
+            try:
+                body = scrub_item(body)
+            except ValueError as exc:  # the one thing it refuses: a body that contains itself
+                raise ValueError(f"a {item_type} body must not contain itself ({exc})") from None
         try:
             canonical = _ENCODER.encode(body).encode()
         except RecursionError:

@@ -17,9 +17,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from core import outbound
 from qualitylab.engine import AuthProfile, CaseSpec, ExecutionContext, parse_spec
 from qualitylab.sandbox import DEMO_TOKEN
-from triage import outbound
 
 DEMO_DIR = Path(__file__).resolve().parent
 SPEC_PATH = DEMO_DIR / "shop_openapi.yaml"

@@ -1,11 +1,11 @@
 # Cheaper inserts of case results, whose `sections` hold about 4 KB of JSON each
 # (bench/qualitylab.py --profile): one parameter per value instead of jsonb[] arrays
-# (triage/fields.py), and on PostgreSQL lz4 instead of pglz for the column's compression,
+# (core/fields.py), and on PostgreSQL lz4 instead of pglz for the column's compression,
 # about 40 µs less per result. A server built without lz4 keeps pglz.
 
 from django.db import DatabaseError, migrations, transaction
 
-import triage.fields
+import core.fields
 
 
 def sections_lz4(apps, schema_editor):
@@ -36,12 +36,12 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name="caseresult",
             name="latency_ms",
-            field=triage.fields.BulkJSONField(default=dict),
+            field=core.fields.BulkJSONField(default=dict),
         ),
         migrations.AlterField(
             model_name="caseresult",
             name="sections",
-            field=triage.fields.BulkJSONField(default=dict),
+            field=core.fields.BulkJSONField(default=dict),
         ),
         migrations.RunPython(sections_lz4, sections_pglz),
     ]

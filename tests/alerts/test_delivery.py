@@ -68,7 +68,7 @@ def test_a_webhook_to_an_internal_address_is_refused_at_creation(
 
 
 def _resolve_as_system_except(mapping: dict[str, str]) -> Callable[[str, int], list[Any]]:
-    from triage import outbound
+    from core import outbound
 
     def resolve(host: str, port: int) -> list[Any]:
         if host in mapping:

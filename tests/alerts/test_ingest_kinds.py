@@ -352,3 +352,50 @@ def test_the_production_default_is_dropped_on_kinds_that_read_no_source(
     with pytest.raises(ValidationError) as refused:
         make_rule(RuleKind.NEW_GROUP, [webhook], source="staging")
     assert "source" in refused.value.message_dict
+
+
+def test_a_regression_names_the_release_that_brought_the_group_back(
+    django_capture_on_commit_callbacks: Any,
+    inline_queue: list[Any],
+    webhook: Any,
+    receiver: WebhookReceiver,
+    make_rule: Callable[..., Any],
+) -> None:
+    from triage.services import release_declare
+
+    deployed = timezone.now() - timedelta(days=1)
+    release_declare(collection="shop", version="1.3", deployed_at=deployed)
+    release_declare(collection="shop", version="1.4", deployed_at=deployed + timedelta(hours=1))
+    make_rule(RuleKind.REGRESSION, [webhook])
+    _ingest(django_capture_on_commit_callbacks, failure_item("v1", release="1.3"))
+    group = FailureGroup.objects.get()
+    group_act(group=group, actor=None, action="resolve", resolved_in_release="1.4")
+
+    _ingest(django_capture_on_commit_callbacks, failure_item("v2", release="1.3"))
+    assert receiver.wait_for(1, timeout=0.3) == []  # an earlier release: still resolved
+
+    _ingest(django_capture_on_commit_callbacks, failure_item("v3", release="1.4"))
+    [request] = receiver.wait_for(1)
+    body = request.json()
+    assert body["kind"] == "regression"
+    assert set(body) == PAYLOAD_KEYS | {"release"}
+    assert body["release"] == "1.4"
+    delivery = Delivery.objects.get()
+    assert delivery.summary.endswith("in release 1.4")
+    assert delivery.summary.startswith("regression execute/http_5xx")
+
+
+def test_a_regression_without_a_release_says_release_null(
+    django_capture_on_commit_callbacks: Any,
+    inline_queue: list[Any],
+    webhook: Any,
+    receiver: WebhookReceiver,
+    make_rule: Callable[..., Any],
+) -> None:
+    make_rule(RuleKind.REGRESSION, [webhook])
+    _ingest(django_capture_on_commit_callbacks, failure_item("n1"))
+    group_act(group=FailureGroup.objects.get(), actor=None, action="resolve")
+    _ingest(django_capture_on_commit_callbacks, failure_item("n2"))
+    [request] = receiver.wait_for(1)
+    assert request.json()["release"] is None
+    assert "in release" not in Delivery.objects.get().summary

@@ -104,3 +104,30 @@ def open_tab(browser: Any) -> Iterator[Callable[..., Any]]:
     yield open_one
     for context in contexts:
         context.close()
+
+
+@pytest.fixture
+def operator(open_tab: Callable[..., Any], live_server: Any) -> Callable[..., Any]:
+    """A signed-in operator's tab in a zone, a language and a width (with `roles`, a person
+    holding those roles instead)."""
+
+    def signed_in(
+        *, width: int, zone: str, language: str, roles: tuple[str, ...] = ("operator",)
+    ) -> Any:
+        from triage.services import person_language_set
+
+        tab = open_tab(width=width, timezone_id=zone)
+        user = sign_in_tab(tab, live_server, *roles, username=f"op-{width}-{language}")
+        if language != "en":
+            person_language_set(user=user, language=language)
+            tab.reload()
+        return tab
+
+    return signed_in
+
+
+def shot(tab: Any, name: str, *, full_page: bool = True) -> None:
+    """Save a screenshot of `tab` (the whole page, or what the screen shows) under
+    var/test-artifacts/ for a reviewer."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    tab.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=full_page)

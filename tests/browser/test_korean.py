@@ -6,22 +6,19 @@ again in another browser."""
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
 from typing import Any
 from unittest import mock
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.test import override_settings
-from graph_tool_call.learning import SUGGESTION_TYPES
 
 from alerts.models import Delivery
 from learning.models import Suggestion
-from qualitylab.models import CaseMode, CaseResult, CaseRun, Collection, LearningMode
+from qualitylab.models import CaseResult, CaseRun, Collection
+from tests.browser.checks import HANGUL, VISIBLE_TEXT, english_words
 from tests.browser.conftest import PASSWORD
 from tests.security import test_url_matrix as matrix
-from triage import taxonomy
 from triage.models import FailureGroup, ToolPolicy
 from triage.roles import ensure_role_group
 from triage.services import person_language_set
@@ -30,75 +27,6 @@ pytestmark = [
     pytest.mark.browser,
     pytest.mark.django_db(transaction=True, serialized_rollback=True),
 ]
-
-ALLOWED_FILE = Path(__file__).with_name("korean_allowed_words.txt")
-ALLOWED = {
-    line.strip().lower()
-    for line in ALLOWED_FILE.read_text(encoding="utf-8").splitlines()
-    if line.strip() and not line.startswith("#")
-}
-# The codes, identical in both languages: stages, reasons, lanes, execution states, sources,
-# side-effect grades, Quality Lab's case and learning modes, suggestion types.
-CODES = {
-    *taxonomy.STAGES, *taxonomy.REASONS, *taxonomy.LANES, *taxonomy.EXECUTION_STATES,
-    *taxonomy.SOURCES, *taxonomy.SIDE_EFFECT_GRADES, *CaseMode.values, *LearningMode.values,
-    *SUGGESTION_TYPES,
-}  # fmt: skip
-# The test world's own names (the URL matrix's people, keys and cases): data, not interface.
-TEST_DATA = re.compile(r"^(mtx-|search-|bo-dev)")
-HANGUL = re.compile(r"[\uac00-\ud7a3]")
-# A word starts after a space or punctuation, never inside a number or a flag: 5xx, --base-url.
-WORD = re.compile(r"(?<![\w-])[A-Za-z][A-Za-z0-9_.@:/'\u2019+-]*")
-
-# The visible text of the page: text nodes and the attributes a person reads (titles,
-# placeholders, labels, confirmations), outside code, data marked translate="no", choices
-# shown as their own value, and anything in another language on purpose (the switch's
-# "English").
-VISIBLE_TEXT = """() => {
-  const skip = (el) => el.closest(
-    'code, kbd, pre, script, style, .code, .evidence, [translate="no"], [lang]:not([lang="ko"])');
-  const parts = [document.title];
-  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
-  while (walker.nextNode()) {
-    const element = walker.currentNode.parentElement;
-    // A choice shown as its own value is a code or an identifier (a lane, a time zone).
-    const ownValue = element && element.tagName === 'OPTION'
-      && element.value === element.textContent.trim();
-    if (element && !skip(element) && !ownValue) parts.push(walker.currentNode.textContent);
-  }
-  for (const element of document.querySelectorAll(
-      '[title], [placeholder], [aria-label], [data-confirm]')) {
-    if (skip(element)) continue;
-    for (const name of ['title', 'placeholder', 'aria-label', 'data-confirm']) {
-      if (element.hasAttribute(name)) parts.push(element.getAttribute(name));
-    }
-  }
-  return parts.join('\\n');
-}"""
-
-
-# A placeholder a script fills in ("{action}" in a confirmation): code, not a word.
-PLACEHOLDER = re.compile(r"\{\w+\}")
-
-
-def _english_words(text: str) -> list[str]:
-    """Latin words that are neither codes nor identifiers nor allowed names."""
-    found = []
-    for word in WORD.findall(PLACEHOLDER.sub(" ", text)):
-        word = word.rstrip(".:'\u2019-")
-        if (
-            len(word) < 2
-            or re.search(r"[\d_./@:+]", word)  # codes, versions, paths, hosts, ids
-            or re.search(r"[a-z][A-Z]", word)  # camelCase: tool names, exception types
-            or word.isupper()  # acronyms and variable names: HTTP, API, TRIAGE_...
-            or word.lower() in ALLOWED
-            or word in CODES
-            or TEST_DATA.match(word)
-            or all(part.lower() in ALLOWED for part in word.split("-") if part)
-        ):
-            continue
-        found.append(word)
-    return found
 
 
 def _build(korean_username: str) -> dict[str, Any]:
@@ -131,8 +59,8 @@ def _build(korean_username: str) -> dict[str, Any]:
     blocked = {"result": "blocked", "code": "", "execution_state": "not_started"}
     batch_ingest(
         owner="ko-walk",
-        items=[receipt_item(f"ko-block-{n}", tool="publish_note", idempotency_key="pub-1", **blocked)
-               for n in range(2)],
+        items=[receipt_item(f"ko-block-{n}", tool="publish_note", idempotency_key="pub-1",
+                            **blocked) for n in range(2)],
     )  # fmt: skip
     contracts_scan(now=timezone.now() + timedelta(minutes=5))
     return world.ids
@@ -197,7 +125,7 @@ def test_every_page_reads_korean_for_a_person_who_prefers_it(
         assert page.locator("html").get_attribute("lang") == "ko", name
         text = page.evaluate(VISIBLE_TEXT)
         assert HANGUL.search(text), name
-        english = _english_words(text)
+        english = english_words(text)
         if english:
             problems[name] = sorted(set(english))
         screenshot(f"ko-{name}")

@@ -19,6 +19,7 @@ from learning import services as learning_services
 from learning.models import Suggestion
 from qualitylab import services as lab
 from qualitylab.models import LearningMode
+from tests.browser.checks import PHONE, assert_stacked, check_table, fits
 from tests.browser.conftest import ARTIFACTS, sign_in_tab
 from tests.factories import demo_collection, failure_item
 from tests.learning.conftest import attempt_item
@@ -30,7 +31,7 @@ pytestmark = [
     pytest.mark.django_db(transaction=True, serialized_rollback=True),
 ]
 
-PHONE, DESK = 390, 1280
+DESK = 1280
 LONG_MESSAGE = (
     "POST /v2/invoices/INV-2026-000819/send accepted by the gateway, then the connection was "
     "reset before the mail service answered; whether the customer got the mail is unknown"
@@ -130,72 +131,6 @@ def _shot_of(element: Any, name: str) -> None:
     element.screenshot(path=str(ARTIFACTS / f"phone-tables-{name}.png"))
 
 
-# Each data-label of a table's rows against the header of its column, and what the cell
-# shows: its display and the text its ::before puts in front of the value.
-CELLS = """table => {
-  const heads = Array.from(table.querySelectorAll(":scope > thead th"))
-    .map(th => th.textContent.trim());
-  return Array.from(table.querySelectorAll(":scope > tbody > tr")).flatMap(row =>
-    Array.from(row.children).map((td, column) => ({
-      label: td.dataset.label ?? null,
-      head: heads.length ? heads[column] ?? null : null,
-      display: getComputedStyle(td).display,
-      before: getComputedStyle(td, "::before").content,
-      shown: td.getClientRects().length > 0,
-    })));
-}"""
-
-# Whatever is cut inside a table (wider than its box, or reaching past the screen's edges).
-CUT = """(table, width) => Array.from(table.querySelectorAll("td, td *"))
-  .filter(e => e.getClientRects().length && !e.closest("details:not([open]) > :not(summary)"))
-  .filter(e => {
-    const r = e.getBoundingClientRect();
-    return e.scrollWidth > e.clientWidth + 1 || r.left < -0.5 || r.right > width + 0.5;
-  })
-  .map(e => `${e.tagName}.${e.className} ${e.textContent.trim().slice(0, 40)}`)"""
-
-
-def _assert_stacked(table: Any) -> None:
-    """On a phone: every row a block, each labelled cell named by its column's header and
-    showing that label before its value, nothing cut or past the screen's edge."""
-    cells = table.evaluate(CELLS)
-    labelled = [c for c in cells if c["label"] is not None]
-    assert labelled, cells
-    for cell in cells:
-        assert cell["display"] == "block" or not cell["shown"], cell
-    for cell in labelled:
-        if cell["head"] is not None:
-            assert cell["label"] == cell["head"], cell
-        assert cell["before"] == f'"{cell["label"]}: "', cell
-    assert table.evaluate(CUT, PHONE) == []
-    head = table.locator(":scope > thead")
-    if head.count():
-        assert head.evaluate("e => e.getBoundingClientRect().width") <= 1
-
-
-def _assert_table(table: Any) -> None:
-    """At a desk: a table as before, its header shown, no label in front of any value."""
-    assert table.evaluate("e => getComputedStyle(e).display") == "table"
-    assert table.locator(":scope > thead").evaluate("e => e.getBoundingClientRect().height") > 10
-    for cell in table.evaluate(CELLS):
-        assert cell["display"] == "table-cell", cell
-        assert cell["before"] == "none", cell
-
-
-def _fits(tab: Any) -> None:
-    assert tab.evaluate("document.documentElement.scrollWidth <= window.innerWidth"), tab.evaluate(
-        "[document.documentElement.scrollWidth, window.innerWidth]"
-    )
-
-
-def _check(tab: Any, table: Any, width: int) -> None:
-    expect(table).to_be_visible()
-    if width == PHONE:
-        _assert_stacked(table)
-    else:
-        _assert_table(table)
-
-
 @pytest.mark.parametrize("width", [PHONE, DESK])
 def test_a_records_lane_message_and_evidence_stay_whole_on_a_phone(
     desk: Any, live_server: Any, width: int
@@ -220,8 +155,8 @@ def test_a_records_lane_message_and_evidence_stay_whole_on_a_phone(
     row = records.locator(":scope > tbody > tr").first
     expect(row).to_contain_text(LONG_MESSAGE[:60])
     expect(row.locator("pre.evidence")).to_contain_text("upstream_request_id")
-    _check(tab, records, width)
-    _fits(tab)
+    check_table(records, width)
+    fits(tab)
     if width == PHONE:
         # The evidence shows every line: no box scrolling inside the page under a thumb.
         assert row.locator("pre.evidence").evaluate("e => e.scrollHeight <= e.clientHeight + 1")
@@ -248,11 +183,11 @@ def test_learning_evidence_stays_on_a_phone_screen(desk: Any, live_server: Any, 
     expect(evidence.locator(".evidence-test")).to_contain_text("Quality Lab: 1 case")
     box = evidence.bounding_box()
     assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width, box
-    _check(tab, queue, width)
+    check_table(queue, width)
     if width == PHONE:  # a suggestion's latest attempts, a table without a header
-        _assert_stacked(block.locator("table.attempts"))
-    _check(tab, tab.locator("#history table.history"), width)
-    _fits(tab)
+        assert_stacked(block.locator("table.attempts"))
+    check_table(tab.locator("#history table.history"), width)
+    fits(tab)
 
     tab.goto(f"{live_server.url}/learning/suggestions/{preference}/")
     _shot(tab, f"suggestion-{width}")
@@ -264,11 +199,11 @@ def test_learning_evidence_stays_on_a_phone_screen(desk: Any, live_server: Any, 
     }
     for name, table in tables.items():
         _shot_of(table, f"suggestion-{name}-{width}")
-        _check(tab, table, width)
+        check_table(table, width)
     expect(tables["shadow-cases"]).to_contain_text("search-order-detail-en")
     expect(tables["failures"]).to_contain_text("timeout")
     expect(tables["history"]).to_contain_text("in every case and every session so far")
-    _fits(tab)
+    fits(tab)
 
 
 @pytest.mark.parametrize("width", [PHONE, DESK])
@@ -280,5 +215,5 @@ def test_the_triage_group_view_stacks_on_a_phone(desk: Any, live_server: Any, wi
     expect(table.locator("tr.group-row")).to_have_count(1)
     expect(table.locator(".pill.lane-reconcile_first")).to_have_text("reconcile_first")
     _shot(tab, f"triage-groups-{width}")
-    _check(tab, table, width)
-    _fits(tab)
+    check_table(table, width)
+    fits(tab)

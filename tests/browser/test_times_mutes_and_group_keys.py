@@ -19,12 +19,11 @@ from playwright.sync_api import expect
 
 from learning import services as learning_services
 from learning.models import Suggestion
-from tests.browser.conftest import ARTIFACTS, sign_in_tab
+from tests.browser.conftest import ARTIFACTS
 from tests.factories import failure_item
 from tests.learning.conftest import attempt_item
 from triage.intake.ingest import batch_ingest
 from triage.models import FailureGroup, GroupStatus
-from triage.services import person_language_set
 
 pytestmark = [
     pytest.mark.browser,
@@ -50,21 +49,6 @@ def _traffic() -> None:
                          evidence={"http_method": "POST"}),
         ],
     )  # fmt: skip
-
-
-@pytest.fixture
-def operator(open_tab: Callable[..., Any], live_server: Any) -> Callable[..., Any]:
-    """A signed-in operator's tab in a zone, a language and a width."""
-
-    def signed_in(*, width: int, zone: str, language: str) -> Any:
-        tab = open_tab(width=width, timezone_id=zone)
-        user = sign_in_tab(tab, live_server, "operator", username=f"op-{width}-{language}")
-        if language != "en":
-            person_language_set(user=user, language=language)
-            tab.reload()
-        return tab
-
-    return signed_in
 
 
 def _shot(tab: Any, name: str) -> None:

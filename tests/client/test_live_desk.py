@@ -433,8 +433,8 @@ def test_the_demo_sends_its_traffic_through_the_reporter(
 
     from django.utils import timezone
 
+    from demo.management.commands.demo import DEMO_OWNER, Command
     from triage.demo_data import demo_items
-    from triage.management.commands.demo import DEMO_OWNER, Command
 
     settings.BASE_DIR = tmp_path  # the demo's spool goes under var/
     output = StringIO()

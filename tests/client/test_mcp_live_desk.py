@@ -27,10 +27,10 @@ from triage_desk_client import Reporter
 from triage_desk_client.mcp import NextActionContract, ReportingClient, envelope_of
 from triage_desk_client.taxonomy import TaxonomySource, bundled
 
+from demo.management.commands.demo import Command
 from tests.client.test_mcp import REPORTED, TOLD, billing, run_async, summary
 from tests.factories import ToolPolicyFactory
 from tests.faults.processes import Gunicorn, base_env, free_port
-from triage.management.commands.demo import Command
 from triage.models import FailureGroup, FailureRecord, IngestBatch
 
 pytestmark = [pytest.mark.services("postgres"), pytest.mark.django_db(transaction=True)]

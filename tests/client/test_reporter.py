@@ -460,3 +460,55 @@ def test_a_spool_directory_that_cannot_be_used_fails_at_construction(tmp_path: P
     with pytest.raises(ValueError):
         Reporter("ftp://desk", "k", spool_dir=str(tmp_path / "s"))
     assert os.listdir(tmp_path) == ["file"]
+
+
+def test_the_release_argument_goes_on_failures_envelopes_runner_events_and_receipts(
+    make_reporter: Callable[..., Reporter], desk: FakeDesk, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    monkeypatch.setenv("TRIAGE_RELEASE", "from-the-environment")
+    reporter = make_reporter(release="1.4.2")
+    sent = {
+        "failure": reporter.failure(failure(1)),
+        "own": reporter.failure(failure(2, release="1.3")),  # a body's own release is kept
+        "envelope": reporter.envelope({"status": "failed", "code": "HTTP_503", "tool": "t"}),
+        "runner_event": reporter.runner_event({"type": "step.failed", "plan_id": "p"}),
+        "receipt": reporter.receipt(
+            {"tool_run_id": "tr-1", "tool": "t", "result": "ok", "execution_state": "completed"}
+        ),
+        "audit": reporter.audit_event({"tool_run_id": "tr-1", "method": "GET"}),
+    }
+    assert reporter.flush(10)
+    releases = {name: json.loads(desk.stored[item_id]).get("release")
+                for name, item_id in sent.items()}  # fmt: skip
+    assert releases == {
+        "failure": "1.4.2", "own": "1.3", "envelope": "1.4.2", "runner_event": "1.4.2",
+        "receipt": "1.4.2", "audit": None,
+    }  # fmt: skip
+
+
+def test_the_release_comes_from_triage_release_when_not_given(
+    make_reporter: Callable[..., Reporter], desk: FakeDesk, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    monkeypatch.setenv("TRIAGE_RELEASE", "2026.06.01-3")
+    reporter = make_reporter()
+    item_id = reporter.failure(failure(1))
+    assert reporter.flush(10)
+    assert json.loads(desk.stored[item_id])["release"] == "2026.06.01-3"
+
+    monkeypatch.delenv("TRIAGE_RELEASE")
+    quiet = make_reporter(spool=None, release=None)
+    other = quiet.failure(failure(2))
+    assert quiet.flush(10)
+    assert "release" not in json.loads(desk.stored[other])
+
+
+@pytest.mark.parametrize("release", ["v" * 65, "1.4\n", " 1.4", 14])
+def test_a_release_the_desk_would_refuse_is_refused_at_construction(
+    make_reporter: Callable[..., Reporter], release: object
+) -> None:
+    with pytest.raises(ValueError, match="release"):
+        make_reporter(release=release)

@@ -14,11 +14,11 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.test import Client
 
+from core import outbound
 from qualitylab import demo, engine, services
 from qualitylab.credentials import CredentialRules
 from qualitylab.models import Collection
 from qualitylab.sandbox import SandboxServer
-from triage import outbound
 
 DESK_VARIABLES = ["DJANGO_SECRET_KEY", "DATABASE_URL", "REDIS_URL", "TRIAGE_HASH_KEY"]
 RULES = CredentialRules.parse(prefix="QUALITYLAB_SECRET_", declared=["billing:BILLING_API_KEY"])

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
+from core import outbound
 from qualitylab import engine
 from qualitylab.engine import CaseSpec
-from triage import outbound
 
 POINTS = {
     "id": "points",

@@ -202,7 +202,7 @@ def test_a_long_tool_name_is_cut_on_the_list_with_the_whole_name_on_hover(
 def test_a_draft_is_for_the_page_it_was_refused_on_not_a_visit_much_later(
     groups: list[FailureGroup], client_as: Any, monkeypatch: Any
 ) -> None:
-    from triage import drafts
+    from core import drafts
 
     group = groups[0]
     operator = client_as("operator")

@@ -158,7 +158,7 @@ def test_identifiers_with_nul_or_surrogates_are_refused_alone(
     response = post(ingest_client, [item, failure_item("good")])
     assert response.status_code == 207
     error = outcome(response)["error"]
-    # A collection name has its own rule (triage.collection_names) and code.
+    # A collection name has its own rule (core.collection_names) and code.
     code = "invalid_collection_name" if field == "body.collection" else "invalid_character"
     assert (error["code"], error["field"]) == (code, field)
     assert FailureRecord.objects.filter(client_id="good").exists()

@@ -31,8 +31,8 @@ from typing import Any
 
 from django.conf import settings
 
+from core.http import strong_etag
 from triage import taxonomy
-from triage.http import strong_etag
 from triage.intake.normalize import FailureFields, ItemError, parse_failure
 from triage.lanes import Classification, most_cautious_lane
 from triage.storable import identifier_problem

@@ -16,7 +16,7 @@ import hmac
 import json
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import partial
@@ -27,6 +27,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import JSONField, Model, Q
 from django.utils import timezone
 
+from core.sql import row_sources
 from triage import taxonomy
 from triage.intake.envelope import EXTRA_KEY as ENVELOPE_KEY
 from triage.intake.envelope import envelope_contradictions, parse_envelope
@@ -58,9 +59,11 @@ from triage.models import (
     IngestRejection,
     Receipt,
     RejectionCount,
+    Release,
     RunnerEvent,
     ToolPolicy,
 )
+from triage.releases import Reopening, reopening
 from triage.scrub import ScrubError, scrub_payload
 from triage.storable import (
     identifier_problem,
@@ -258,6 +261,7 @@ class _GroupDelta:
     lane: str = ""
     hours: Counter[datetime] = field(default_factory=Counter)
     facets: Counter[tuple[str, str]] = field(default_factory=Counter)
+    releases: set[str] = field(default_factory=set)  # "" for records without one
 
     def add(self, record: FailureRecord) -> None:
         self.count += 1
@@ -273,6 +277,9 @@ class _GroupDelta:
         self.facets[("source", record.source)] += 1
         self.facets[("lane", record.lane)] += 1
         self.facets[("execution_state", record.execution_state)] += 1
+        self.releases.add(record.release)
+        if record.release:
+            self.facets[("release", record.release)] += 1
 
 
 def body_hash(body: Any) -> str:
@@ -590,7 +597,7 @@ def _claim(
     claimed_keys: set[tuple[str, str]] = set()
     rows = [(owner, p.item_type, p.client_id, p.body_hash, batch.pk, now) for p in ordered]
     with connection.cursor() as cursor:
-        for source, params in _row_sources(
+        for source, params in row_sources(
             ("text", "text", "text", "text", "bigint", "timestamptz"), rows
         ):
             cursor.execute(
@@ -614,25 +621,6 @@ def _claim(
     duplicates = [p for p in others if stored_hashes.get((p.item_type, p.client_id)) == p.body_hash]
     conflicts = [p for p in others if stored_hashes.get((p.item_type, p.client_id)) != p.body_hash]
     return claimed, duplicates, conflicts
-
-
-def _row_sources(
-    pg_types: tuple[str, ...], rows: Sequence[tuple[Any, ...]]
-) -> Iterable[tuple[str, list[Any]]]:
-    """Rows as the source of an INSERT: on PostgreSQL one array per column through
-    unnest (one statement, a few parameters: binding thousands of scalars costs more
-    than the insert itself, measured by bench/ingest.py); elsewhere VALUES in chunks."""
-    if connection.vendor == "postgresql":
-        arrays = ", ".join(f"%s::{kind}[]" for kind in pg_types)
-        yield (
-            f"SELECT * FROM unnest({arrays})",
-            [list(column) for column in zip(*rows, strict=True)],
-        )
-        return
-    one_row = "(" + ", ".join(["%s"] * len(pg_types)) + ")"
-    for start in range(0, len(rows), 300):
-        chunk = rows[start : start + 300]
-        yield f"VALUES {', '.join([one_row] * len(chunk))}", [v for row in chunk for v in row]
 
 
 def _store(
@@ -797,6 +785,7 @@ def _store_failures(
                 taxonomy_version=taxonomy.TAXONOMY_VERSION,
                 trace_id=fields.trace_id or None,
                 span_id=fields.span_id or None,
+                release=fields.release,
             )
         )
     changes = _GroupChanges()
@@ -868,7 +857,7 @@ def _records_of_spans(spans: list[tuple[str, str]]) -> dict[tuple[str, str], Fai
     say), then, usually for none, the fields a merge needs."""
     ids: list[int] = []
     with connection.cursor() as cursor:
-        for source, params in _row_sources(("text", "text"), spans):
+        for source, params in row_sources(("text", "text"), spans):
             cursor.execute(
                 f"WITH k(trace_id, span_id) AS ({source}) "
                 f"SELECT found.id FROM (SELECT (SELECT r.id FROM {_RECORD_TABLE} r "
@@ -968,7 +957,7 @@ def _groups_for(
         for key in missing
     ]  # fmt: skip
     with connection.cursor() as cursor:
-        for source, params in _row_sources(_GROUP_NEW_TYPES, rows):
+        for source, params in row_sources(_GROUP_NEW_TYPES, rows):
             cursor.execute(
                 f"INSERT INTO {_GROUP_TABLE} ({', '.join(_GROUP_NEW)}) {source} "
                 f"ON CONFLICT ({', '.join(_GROUP_KEY)}) DO NOTHING "
@@ -992,7 +981,7 @@ def _group_ids(keys: list[tuple[str, str, str, str]]) -> dict[tuple[str, str, st
         return found
     match = " AND ".join(f"g.{column} = k.{column}" for column in _GROUP_KEY)
     with connection.cursor() as cursor:
-        for source, params in _row_sources(_GROUP_KEY_TYPES, keys):
+        for source, params in row_sources(_GROUP_KEY_TYPES, keys):
             cursor.execute(
                 f"WITH k({', '.join(_GROUP_KEY)}) AS ({source}) "
                 f"SELECT g.id, {', '.join(f'g.{column}' for column in _GROUP_KEY)} "
@@ -1005,11 +994,11 @@ def _group_ids(keys: list[tuple[str, str, str, str]]) -> dict[tuple[str, str, st
 
 _GROUP_TABLE = FailureGroup._meta.db_table
 # One UPDATE for all the groups of a batch, joined to the batch's deltas (on PostgreSQL one
-# array per column, elsewhere VALUES, as _row_sources gives them). The same text runs on
+# array per column, elsewhere VALUES, as core.sql.row_sources gives them). The same text runs on
 # PostgreSQL and SQLite (UPDATE ... FROM, a CTE with named columns); only the names of the
 # two-argument min/max differ. Every SET expression reads the row as it was.
 _GROUP_UPDATE = """
-WITH d(id, n, r, c, fs, ls, lane) AS ({{source}})
+WITH d(id, n, r, c, fs, ls, lane, reopen, release) AS ({{source}})
 UPDATE {table} SET
     count = {table}.count + d.n,
     retryable_count = {table}.retryable_count + d.r,
@@ -1018,12 +1007,15 @@ UPDATE {table} SET
     last_seen = {greatest}({table}.last_seen, d.ls),
     lane = CASE WHEN {table}.last_seen <= d.ls THEN d.lane ELSE {table}.lane END,
     status = CASE
-        WHEN {table}.status = 'resolved' THEN 'regressed'
+        WHEN {table}.status = 'resolved' AND d.reopen THEN 'regressed'
         WHEN {unmute} THEN 'open'
         ELSE {table}.status END,
     status_changed_at = CASE
-        WHEN {table}.status = 'resolved' OR {unmute} THEN %s
+        WHEN ({table}.status = 'resolved' AND d.reopen) OR {unmute} THEN %s
         ELSE {table}.status_changed_at END,
+    regressed_in_release = CASE
+        WHEN {table}.status = 'resolved' AND d.reopen THEN d.release
+        ELSE {table}.regressed_in_release END,
     mute_remaining_count = CASE
         WHEN {unmute} THEN NULL
         WHEN {table}.status = 'muted' AND {table}.mute_remaining_count IS NOT NULL
@@ -1044,24 +1036,39 @@ def _apply_group_deltas(
     """Add this batch's counts to its groups in one relative UPDATE (safe under concurrency).
 
     The groups are locked in id order first, so concurrent batches never deadlock, and their
-    status is read under that lock: a resolved group that sees a record is regressed and a
-    mute ends when its count of new records or its time runs out, each with a history row.
-    The resolved groups this batch regresses are added to `regressed`.
+    status is read under that lock: a resolved group that sees a record is regressed (unless
+    it was resolved in a release and every record is from an earlier one: triage.releases)
+    and a mute ends when its count of new records or its time runs out, each with a history
+    row. The resolved groups this batch regresses are added to `regressed`.
     """
     if not deltas:
         return
     ids = sorted(deltas)
-    locked = (
+    locked: list[Any] = list(
         FailureGroup.objects.select_for_update(no_key=True)
         .filter(pk__in=ids)
         .order_by("pk")
-        .values_list("pk", "status", "mute_remaining_count", "muted_until", named=True)
-    )
+        .values_list(
+            "pk", "status", "mute_remaining_count", "muted_until", "collection",
+            "status_changed_at", "resolved_in_release", "resolved_in_next_release", named=True,
+        )
+    )  # fmt: skip
+    deployed = _deployment_times(locked, deltas)
+    reopenings: dict[int, Reopening] = {}
     events = []
     for group in locked:
         if group.status == GroupStatus.RESOLVED:
-            regressed.add(group.pk)
-        events.extend(_status_events(group, deltas[group.pk], now=now))
+            outcome = reopening(
+                resolved_in=group.resolved_in_release,
+                resolved_in_next=group.resolved_in_next_release,
+                resolved_at=group.status_changed_at,
+                seen=deltas[group.pk].releases,
+                deployed=deployed.get(group.collection, {}),
+            )
+            reopenings[group.pk] = outcome
+            if outcome.reopens:
+                regressed.add(group.pk)
+        events.extend(_status_events(group, deltas[group.pk], now=now, reopened=reopenings))
     ops = connection.ops
     postgres = connection.vendor == "postgresql"
     rows = [
@@ -1073,6 +1080,8 @@ def _apply_group_deltas(
             ops.adapt_datetimefield_value(deltas[group_id].first_seen),
             ops.adapt_datetimefield_value(deltas[group_id].last_seen),
             deltas[group_id].lane,
+            reopenings.get(group_id, _REOPENS).reopens,
+            reopenings.get(group_id, _REOPENS).release,
         )
         for group_id in ids
     ]
@@ -1083,11 +1092,12 @@ def _apply_group_deltas(
         unmute=_UNMUTE.format(table=_GROUP_TABLE),
     )
     stamp = ops.adapt_datetimefield_value(now)
-    types = ("bigint", "bigint", "bigint", "bigint", "timestamptz", "timestamptz", "text")
+    types = ("bigint", "bigint", "bigint", "bigint", "timestamptz", "timestamptz", "text",
+             "boolean", "text")  # fmt: skip
     # The placeholders after the source are all `now`: one in each of the four unmute tests
     # and the new status_changed_at.
     with connection.cursor() as cursor:
-        for source, params in _row_sources(types, rows):
+        for source, params in row_sources(types, rows):
             cursor.execute(sql.format(source=source), [*params, *[stamp] * 5])
     GroupEvent.objects.bulk_create(events)
     _upsert_increments(
@@ -1122,17 +1132,61 @@ def _apply_group_deltas(
     )
 
 
-def _status_events(group: Any, delta: _GroupDelta, *, now: datetime) -> list[GroupEvent]:
+# A group that is not resolved, or resolved without a release: any record reopens it.
+_REOPENS = Reopening(True)
+
+
+def _deployment_times(
+    locked: list[Any], deltas: dict[int, _GroupDelta]
+) -> dict[str, dict[str, datetime]]:
+    """When each release that matters to this batch's resolved groups was deployed, per
+    collection: the releases they were resolved in and those their new records carry. One
+    query, and none when no resolved group sees a record with a release or was resolved in
+    one (the common batch)."""
+    collections: set[str] = set()
+    versions: set[str] = set()
+    for group in locked:
+        if group.status != GroupStatus.RESOLVED:
+            continue
+        sent = {release for release in deltas[group.pk].releases if release}
+        if group.resolved_in_release:
+            sent.add(group.resolved_in_release)
+        if sent:
+            collections.add(group.collection)
+            versions.update(sent)
+    if not versions:
+        return {}
+    found: dict[str, dict[str, datetime]] = {}
+    for collection, version, deployed_at in Release.objects.filter(
+        collection__in=sorted(collections), version__in=sorted(versions)
+    ).values_list("collection", "version", "deployed_at"):
+        found.setdefault(collection, {})[version] = deployed_at
+    return found
+
+
+def _status_events(
+    group: Any, delta: _GroupDelta, *, now: datetime, reopened: dict[int, Reopening]
+) -> list[GroupEvent]:
     """History rows for the status changes a batch causes (read before the UPDATE), from
-    the group's (pk, status, mute_remaining_count, muted_until)."""
+    the group's (pk, status, mute_remaining_count, muted_until) and whether its records
+    reopen it when it is resolved (`reopened`)."""
     if group.status == GroupStatus.RESOLVED:
+        outcome = reopened[group.pk]
+        if not outcome.reopens:
+            return []
+        note = f"{delta.count} new record(s) after it was resolved"
+        if outcome.release:
+            note = (
+                f"{delta.count} new record(s) from release {outcome.release} after it was resolved"
+            )
         return [
             GroupEvent(
                 group_id=group.pk,
                 action="regressed",
                 status_before=GroupStatus.RESOLVED,
                 status_after=GroupStatus.REGRESSED,
-                note=f"{delta.count} new record(s) after it was resolved",
+                note=note,
+                data={"release": outcome.release} if outcome.release else {},
                 created_at=now,
             )
         ]
@@ -1159,7 +1213,7 @@ def _upsert_increments(
         return
     columns = ", ".join((*key_columns, "count"))
     with connection.cursor() as cursor:
-        for source, params in _row_sources(pg_types, rows):
+        for source, params in row_sources(pg_types, rows):
             cursor.execute(
                 f"INSERT INTO {table} ({columns}) {source} "
                 f"ON CONFLICT ({', '.join(key_columns)}) "

@@ -15,8 +15,8 @@ from typing import Any
 
 from django.utils.dateparse import parse_datetime
 
+from core.collection_names import INVALID_COLLECTION_NAME, collection_name_problem
 from triage import taxonomy
-from triage.collection_names import INVALID_COLLECTION_NAME, collection_name_problem
 from triage.intake.runner_events import failure_from_runner_event
 from triage.lanes import Sent
 
@@ -44,7 +44,7 @@ class ItemError(Exception):
         self.message = message
 
 
-class _Reader:
+class BodyReader:
     """Reads known fields from a body and remembers which ones it consumed."""
 
     def __init__(self, body: Mapping[str, Any], *, prefix: str = "body") -> None:
@@ -183,6 +183,8 @@ class FailureFields:
     # The failed call's OpenTelemetry span ("" when not sent): one record per span.
     trace_id: str = ""
     span_id: str = ""
+    # The runtime's release ("" when not sent): Release.version in the same collection.
+    release: str = ""
 
     @property
     def reason_mapped(self) -> bool:
@@ -217,7 +219,7 @@ class AuditEventFields:
 
 
 def parse_failure(body: Mapping[str, Any], *, now: datetime, prefix: str = "body") -> FailureFields:
-    reader = _Reader(body, prefix=prefix)
+    reader = BodyReader(body, prefix=prefix)
     stage = reader.code("stage", required=True)
     reason = reader.code("reason", required=True)
     trace_id, span_id = _span_identity(reader)
@@ -244,6 +246,8 @@ def parse_failure(body: Mapping[str, Any], *, now: datetime, prefix: str = "body
         sent=sent,
         trace_id=trace_id,
         span_id=span_id,
+        # Control characters and length are checked against the column (triage.storable).
+        release=reader.string("release", max_length=10_000),
         extra=reader.rest(),
     )
 
@@ -252,7 +256,7 @@ _TRACE_ID_RE = re.compile(r"[0-9a-f]{32}")
 _SPAN_ID_RE = re.compile(r"[0-9a-f]{16}")
 
 
-def _span_identity(reader: _Reader) -> tuple[str, str]:
+def _span_identity(reader: BodyReader) -> tuple[str, str]:
     """The (trace_id, span_id) of the failed call's span, both or neither, in W3C's spelling:
     lowercase hex, 32 and 16 digits, not all zero (uppercase is read as lowercase)."""
     ids = []
@@ -279,7 +283,7 @@ def _span_identity(reader: _Reader) -> tuple[str, str]:
 
 
 def parse_runner_event(body: Mapping[str, Any], *, now: datetime) -> RunnerEventFields:
-    reader = _Reader(body)
+    reader = BodyReader(body)
     fields = RunnerEventFields(
         event_type=reader.code("type", required=True),
         collection=reader.collection(),
@@ -306,6 +310,7 @@ def parse_runner_event(body: Mapping[str, Any], *, now: datetime) -> RunnerEvent
             "side_effect",
             "trace_id",
             "span_id",
+            "release",
         ):
             if key in body:
                 record.setdefault(key, body[key])
@@ -322,7 +327,7 @@ def _compact_runner_payload(body: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def parse_receipt(body: Mapping[str, Any], *, now: datetime) -> ReceiptFields:
-    reader = _Reader(body)
+    reader = BodyReader(body)
     values: dict[str, Any] = {
         "tool_run_id": reader.string("tool_run_id", required=True),
         "tool": reader.string("tool", required=True),
@@ -354,7 +359,7 @@ def parse_receipt(body: Mapping[str, Any], *, now: datetime) -> ReceiptFields:
 
 
 def parse_audit_event(body: Mapping[str, Any], *, now: datetime) -> AuditEventFields:
-    reader = _Reader(body)
+    reader = BodyReader(body)
     values: dict[str, Any] = {
         "tool_run_id": reader.string("tool_run_id"),
         "idempotency_key": reader.string("idempotency_key", max_length=300),

@@ -38,6 +38,7 @@ from rest_framework.parsers import BaseParser
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
+from core.json_limits import JSONTooDeep, loads_bounded
 from triage.capacity import ingest_slot
 from triage.intake.auth import ApiKeyAuthentication, HasIngestScope
 from triage.intake.errors import (
@@ -50,7 +51,6 @@ from triage.intake.ingest import CONFLICT, REJECTED, batch_ingest
 from triage.intake.otlp_spans import count_spans, map_export
 from triage.intake.parsers import read_body, receive_body
 from triage.intake.quota import quota_consume
-from triage.json_limits import JSONTooDeep, loads_bounded
 from triage.models import ApiKey
 
 PROTOBUF = "application/x-protobuf"

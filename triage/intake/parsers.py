@@ -10,8 +10,8 @@ from typing import Any
 from django.conf import settings
 from rest_framework.parsers import BaseParser
 
+from core.json_limits import JSONTooDeep, loads_bounded
 from triage.intake.errors import InvalidBatch, LengthRequired, PayloadTooLarge
-from triage.json_limits import JSONTooDeep, loads_bounded
 
 _CHUNK = 64 * 1024
 

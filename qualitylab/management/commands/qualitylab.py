@@ -31,6 +31,9 @@ from django.core.validators import validate_slug
 from django.db import transaction
 from django.urls import NoReverseMatch, reverse
 
+from core import outbound
+from core.collection_names import CollectionNameError, check_collection_name
+from core.json_limits import JSONTooDeep, loads_bounded
 from qualitylab import engine, selectors, services
 from qualitylab.models import (
     BuildStatus,
@@ -42,9 +45,6 @@ from qualitylab.models import (
     RunStatus,
     Suite,
 )
-from triage import outbound
-from triage.collection_names import CollectionNameError, check_collection_name
-from triage.json_limits import JSONTooDeep, loads_bounded
 from triage.storable import has_unstorable_text, replace_unstorable_text
 
 # Exit codes: 1 = the cases (or the input) are the problem; 2 = the machinery is (the queue

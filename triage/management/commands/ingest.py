@@ -9,8 +9,8 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from core.json_limits import JSONTooDeep, loads_bounded
 from triage.intake.ingest import ACCEPTED, CONFLICT, DUPLICATE, REJECTED, batch_ingest
-from triage.json_limits import JSONTooDeep, loads_bounded
 from triage.models import IngestBatch
 from triage.storable import has_unstorable_text
 

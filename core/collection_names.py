@@ -34,7 +34,7 @@ class CollectionNameError(ValueError):
 
 def gettext_noop(message: str) -> str:
     """Marks a text for the message catalog (makemessages reads this name) without Django:
-    the form that shows it translates it (triage/fields.py)."""
+    the form that shows it translates it (core/fields.py)."""
     return message
 
 

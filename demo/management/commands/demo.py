@@ -23,12 +23,12 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 from triage_desk_client import Reporter
 
+from core import outbound
 from qualitylab import demo as quality_demo
 from qualitylab import services as quality_services
 from qualitylab.management.commands.qualitylab import run_path, wait_for_build, wait_for_run
 from qualitylab.models import BuildStatus, CaseRun, Collection, LearningMode, RunStatus
 from qualitylab.sandbox import DEMO_TOKEN
-from triage import outbound
 from triage.demo_data import demo_items
 from triage.intake.ingest import batch_ingest
 from triage.models import ApiKey, IngestItem

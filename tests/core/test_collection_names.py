@@ -18,6 +18,13 @@ from django.urls import resolve, reverse
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from core.collection_names import (
+    COLLECTION_NAME_MAX_LENGTH,
+    INVALID_COLLECTION_NAME,
+    CollectionNameError,
+    check_collection_name,
+    collection_name_problem,
+)
 from learning.models import LearningAttempt
 from qualitylab import demo
 from qualitylab import services as lab
@@ -25,13 +32,6 @@ from qualitylab.admin import CollectionAdmin
 from qualitylab.models import Collection
 from tests.factories import failure_item, receipt_item
 from tests.learning.conftest import attempt_item
-from triage.collection_names import (
-    COLLECTION_NAME_MAX_LENGTH,
-    INVALID_COLLECTION_NAME,
-    CollectionNameError,
-    check_collection_name,
-    collection_name_problem,
-)
 from triage.models import FailureGroup, FailureRecord, Receipt, ToolPolicy
 
 REAL_IDS = ("checkout.v2", "team a", "체크아웃", "shop", "a/b", "50%off", "..", "x" * 100)
@@ -56,7 +56,7 @@ def test_what_cannot_be_stored_or_shown_is_refused(name: Any) -> None:
 def test_the_rule_needs_nothing_of_django() -> None:
     """The client and the doors can use it as it is: it loads without Django."""
     check = (
-        "import sys, triage.collection_names as rule; "
+        "import sys, core.collection_names as rule; "
         "assert rule.check_collection_name('team a') == 'team a'; "
         "assert not [m for m in sys.modules if m.startswith('django')], 'django loaded'"
     )

@@ -9,12 +9,12 @@ from django.db import models
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
-from triage import outbound
-from triage.collection_names import collection_name_problem_parts
+from core import outbound
+from core.collection_names import collection_name_problem_parts
 
 
 def validate_collection_name(value: Any) -> None:
-    """The one rule for collection names (triage.collection_names), for forms and models."""
+    """The one rule for collection names (core.collection_names), for forms and models."""
     parts = collection_name_problem_parts(value)
     if parts is not None:
         message, params = parts
@@ -26,7 +26,7 @@ def validate_collection_name(value: Any) -> None:
 
 
 def validate_outbound_url(value: Any) -> None:
-    """A URL the desk may call by its form (triage.outbound.url_problem): http(s), a host
+    """A URL the desk may call by its form (core.outbound.url_problem): http(s), a host
     of one label (``http://sandbox:8090``) or several; where it points is judged when the
     host is resolved, not here."""
     problem = outbound.url_problem(str(value))

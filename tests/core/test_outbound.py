@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from triage import outbound
-from triage.outbound import OutboundRefused, PrivateAllowance
+from core import outbound
+from core.outbound import OutboundRefused, PrivateAllowance
 
 LOOPBACK = PrivateAllowance.parse(["127.0.0.1"])
 

@@ -20,8 +20,8 @@ import pytest
 from django.core.management.base import CommandError
 
 from alerts import demo as alerts_demo
-from triage.management.commands.demo import AlertLog, Command, _interrupt, stop_processes
-from triage.outbound import PrivateAllowance
+from core.outbound import PrivateAllowance
+from demo.management.commands.demo import AlertLog, Command, _interrupt, stop_processes
 
 ROOT = Path(__file__).resolve().parents[2]
 LOOPBACK = ipaddress.ip_address("127.0.0.1")

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from triage.json_limits import JSONTooDeep, json_depth_exceeds, loads_bounded
+from core.json_limits import JSONTooDeep, json_depth_exceeds, loads_bounded
 
 
 def _depth(value: Any) -> int:
