@@ -82,27 +82,26 @@ def machine() -> dict[str, object]:
     return {"cores": os.cpu_count(), "cpu": model, "load_average": [round(x, 2) for x in load]}
 
 
-def commit() -> str:
+def _git(*args: str) -> str:
     try:
         done = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
+            ["git", *args],
             cwd=Path(__file__).resolve().parent,
             capture_output=True,
             text=True,
             check=False,
             timeout=5,
         )
-    except OSError:
+    except (OSError, subprocess.SubprocessError):
         return ""
-    dirty = subprocess.run(
-        ["git", "status", "--porcelain", "--untracked-files=no"],
-        cwd=Path(__file__).resolve().parent,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=5,
-    ).stdout.strip()
-    return done.stdout.strip() + ("+changes" if dirty else "")
+    return done.stdout.strip()
+
+
+def commit() -> str:
+    """The commit measured, with "+changes" when the working tree differed from it."""
+    head = _git("rev-parse", "--short", "HEAD")
+    dirty = _git("status", "--porcelain", "--untracked-files=no")
+    return head + ("+changes" if dirty else "")
 
 
 def stop_broken(problem: str) -> NoReturn:

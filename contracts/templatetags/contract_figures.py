@@ -166,23 +166,33 @@ def ranked_rows(overview: ContractsOverview) -> SafeString:
     return mark_safe("".join(rows))
 
 
-@register.simple_tag
-def sent_rows(overview: ContractsOverview) -> SafeString:
-    tool_label, items_label = gettext("tool"), gettext("items")
+def _share_rows(
+    tools: list[ToolContract],
+    *,
+    count_label: str,
+    count: Any,
+    shares: Any,
+    mark_none_sent: bool,
+) -> SafeString:
+    """One row per tool: its count, then the share of it carrying each field."""
+    tool_label = gettext("tool")
     rows = []
-    for tool in overview.sending:
+    for tool in tools:
+        if not count(tool):
+            continue
         cells = format_html_join(
             "",
             '<td class="num{}" data-label="{}">{}</td>',
-            ((" contradiction" if value == 0 else "", name, percent_text(value))
-             for name, value in tool.shares),
+            ((" contradiction" if mark_none_sent and value == 0 else "", name,
+              percent_text(value))
+             for name, value in shares(tool)),
         )  # fmt: skip
         rows.append(
             format_html(
                 '<tr>{}<td class="num" data-label="{}">{}</td>{}</tr>\n',
                 _tool_cell(tool, tool_label),
-                items_label,
-                f"{tool.items:,}",
+                count_label,
+                f"{count(tool):,}",
                 cells,
             )
         )
@@ -190,27 +200,27 @@ def sent_rows(overview: ContractsOverview) -> SafeString:
 
 
 @register.simple_tag
+def sent_rows(overview: ContractsOverview) -> SafeString:
+    """The five fields as sent, a share of each tool's failures and receipts."""
+    return _share_rows(
+        overview.sending,
+        count_label=gettext("items"),
+        count=lambda tool: tool.items,
+        shares=lambda tool: tool.shares,
+        mark_none_sent=True,
+    )
+
+
+@register.simple_tag
 def envelope_rows(overview: ContractsOverview) -> SafeString:
-    tool_label, envelopes_label = gettext("tool"), gettext("envelopes")
-    rows = []
-    for tool in overview.sending:
-        if not tool.envelopes:
-            continue
-        cells = format_html_join(
-            "",
-            '<td class="num" data-label="{}">{}</td>',
-            ((name, percent_text(value)) for name, value in tool.envelope_shares),
-        )
-        rows.append(
-            format_html(
-                '<tr>{}<td class="num" data-label="{}">{}</td>{}</tr>\n',
-                _tool_cell(tool, tool_label),
-                envelopes_label,
-                f"{tool.envelopes:,}",
-                cells,
-            )
-        )
-    return mark_safe("".join(rows))
+    """The seed's envelope fields, a share of each tool's envelopes (tools that send any)."""
+    return _share_rows(
+        overview.sending,
+        count_label=gettext("envelopes"),
+        count=lambda tool: tool.envelopes,
+        shares=lambda tool: tool.envelope_shares,
+        mark_none_sent=False,
+    )
 
 
 @register.simple_tag
