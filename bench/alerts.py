@@ -51,13 +51,18 @@ from bench.verdict import Verdicts, add_strict_argument, ratio  # noqa: E402
 
 TARGET_P95_SECONDS = 5.0
 TARGET_RATIO = 0.9
-os.environ.setdefault("DJANGO_DEBUG", "1")
-os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/triage_bench_alerts")
-os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/6")
-os.environ.setdefault("ALERTS_ALLOWED_HOSTS", "127.0.0.1")
-os.environ["CELERY_TASK_DEFAULT_QUEUE"] = f"bench-alerts-{os.getpid()}"
-os.environ.setdefault("TRIAGE_LOG_LEVEL", "WARNING")
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+
+
+def _environment() -> None:
+    """The run's environment, set when it starts (never on import: a test that imports this
+    module keeps its own)."""
+    os.environ.setdefault("DJANGO_DEBUG", "1")
+    os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/triage_bench_alerts")
+    os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/6")
+    os.environ.setdefault("ALERTS_ALLOWED_HOSTS", "127.0.0.1")
+    os.environ["CELERY_TASK_DEFAULT_QUEUE"] = f"bench-alerts-{os.getpid()}"
+    os.environ.setdefault("TRIAGE_LOG_LEVEL", "WARNING")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 
 def _create_database(url: str) -> None:
@@ -153,6 +158,7 @@ def main() -> int:
     add_strict_argument(parser)
     args = parser.parse_args()
 
+    _environment()
     _create_database(os.environ["DATABASE_URL"])
     import django
 

@@ -26,7 +26,17 @@ from django.utils.functional import Promise
 ROOT = Path(__file__).resolve().parents[2]
 KOREAN = ROOT / "locale" / "ko" / "LC_MESSAGES" / "django.po"
 # What makemessages reads: the apps, the settings package and the templates.
-SOURCES = ("config", "triage", "learning", "qualitylab", "alerts", "contracts", "templates")
+SOURCES = (
+    "config",
+    "core",
+    "triage",
+    "learning",
+    "qualitylab",
+    "alerts",
+    "contracts",
+    "demo",
+    "templates",
+)
 
 
 def _entries(path: Path) -> list[dict[str, object]]:
