@@ -38,6 +38,7 @@ from triage.models import (
     RunnerEvent,
     ToolPolicy,
 )
+from triage.receipts import outbound_calls
 from triage.selectors import TEST_SOURCE
 
 SETTLE = timedelta(seconds=60)
@@ -307,10 +308,6 @@ def _receipts(work: _Work, mark: int, cutoff: datetime) -> list[int]:
     return [row[0] for row in rows]
 
 
-def _outbound() -> Any:
-    return AuditEvent.objects.exclude(method="", host="")
-
-
 def _contradicted_receipts(
     work: _Work, receipts: list[tuple[int, str, str, str, str, datetime]]
 ) -> None:
@@ -321,7 +318,7 @@ def _contradicted_receipts(
     runs = {run for _, _, _, run, _, _ in receipts if run}
     keys = {key for _, _, _, _, key, _ in receipts if key}
     seen = (
-        _outbound()
+        outbound_calls()
         .filter(Q(tool_run_id__in=runs) | Q(tool_run_id="", idempotency_key__in=keys))
         .values_list("pk", "tool_run_id", "idempotency_key")
     )
@@ -382,7 +379,8 @@ def _audit_events(work: _Work, mark: int, cutoff: datetime) -> list[int]:
         .order_by("pk")
         .values_list("pk", "tool_run_id", "idempotency_key", "method", "host")[:CHUNK]
     )
-    # Events that saw a request leave (the receipts page's outbound rule).
+    # Events that saw a request leave (outbound_calls' rule, read here with every id so the
+    # mark moves past the others).
     rows = [(pk, run, key) for pk, run, key, method, host in read if method or host]
     runs = {run for _, run, _ in rows if run}
     keys = {key for _, run, key in rows if not run and key}

@@ -57,7 +57,6 @@ CRITERIA_MEANING: dict[str, Any] = {
     "manual_check": gettext_lazy("state checked by hand after a timeout"),
     "duplicates": gettext_lazy("a duplicate execution happened"),
 }
-FIELD_LABELS = {field: field for field in CONTRACT_FIELDS}
 
 
 @dataclass(frozen=True)

@@ -370,7 +370,7 @@ class ContradictionFindings:
     total: int
 
 
-def _outbound_calls() -> QuerySet[AuditEvent]:
+def outbound_calls() -> QuerySet[AuditEvent]:
     """Audit events that saw a request leave, whether or not a status came back."""
     return AuditEvent.objects.exclude(method="", host="")
 
@@ -382,7 +382,7 @@ def receipts_not_started_but_called() -> QuerySet[Receipt]:
     run: a retry reuses the key, so a call made by another run of the same key says nothing
     about this one.
     """
-    calls = _outbound_calls()
+    calls = outbound_calls()
     by_run = calls.filter(tool_run_id=OuterRef("tool_run_id")).exclude(tool_run_id="")
     by_key = calls.filter(idempotency_key=OuterRef("idempotency_key"), tool_run_id="").exclude(
         idempotency_key=""
