@@ -66,6 +66,7 @@ INSTALLED_APPS = [
     "qualitylab",
     "alerts",
     "contracts",
+    "fixes",
     "demo",
 ]
 
@@ -287,6 +288,8 @@ CELERY_BEAT_SCHEDULE = {
     "prune-old-records": {"task": "triage.tasks.prune_old_records", "schedule": 3600.0},
     # Contracts: counts what arrived for the contracts page (seed 004's rollout plan).
     "scan-contracts": {"task": "contracts.tasks.scan_contracts", "schedule": 60.0},
+    # Fixes: measures whether each fix of the last week held (and tracks promotions).
+    "measure-fixes": {"task": "fixes.tasks.measure_fixes", "schedule": 300.0},
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 CELERY_BROKER_CONNECTION_TIMEOUT = env_float("CELERY_BROKER_CONNECTION_TIMEOUT", 3.0)

@@ -12,6 +12,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 
 from config.login import SignInForm
 from contracts.api import ContractsApi
+from fixes.api import FixesApi
 from learning.api_urls import urlpatterns as learning_api_urls
 from triage.intake.otlp import OtlpTracesApi
 from triage.language import language_choose_view
@@ -48,6 +49,7 @@ urlpatterns = [
     path("v1/traces", OtlpTracesApi.as_view(), name="otlp-traces"),
     path("api/v1/learning/", include((learning_api_urls, "learning-api"))),
     path("api/v1/contracts", ContractsApi.as_view(), name="api-contracts"),
+    path("api/v1/fixes", FixesApi.as_view(), name="api-fixes"),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path(
         "api/docs/",
@@ -62,5 +64,6 @@ urlpatterns = [
     path("learning/", include("learning.urls")),
     path("alerts/", include("alerts.urls")),
     path("contracts/", include("contracts.urls")),
+    path("fixes/", include("fixes.urls")),
     path("", include("triage.urls")),
 ]

@@ -6,7 +6,6 @@ from typing import Any
 
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -14,6 +13,7 @@ from rest_framework.views import APIView
 from contracts import selectors
 from contracts.forms import ContractsFilterForm
 from contracts.report import overview_document
+from core.api import form_refusal
 from triage.intake.auth import HasReadScope
 
 
@@ -33,9 +33,6 @@ class ContractsApi(APIView):
     def get(self, request: Request) -> Response:
         form = ContractsFilterForm(request.query_params)
         if not form.is_valid():
-            field, errors = next(iter(form.errors.as_data().items()))
-            error = errors[0]
-            message = error.message % error.params if error.params else error.message
-            raise ValidationError({field: [str(message)]}, code=error.code or "invalid")
+            raise form_refusal(form)
         overview = selectors.contracts_overview(now=timezone.now(), filters=form.filters())
         return Response(overview_document(overview))

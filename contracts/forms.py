@@ -11,22 +11,12 @@ from core.collection_names import collection_name_problem
 from triage.storable import identifier_problem
 
 
-class ContractsFilterForm(forms.Form):
-    """The page's, the API's and the CLI's filters: the window and one tool or collection."""
+class ToolScopeForm(forms.Form):
+    """One collection and one tool, each checked as ingest checks names (the fixes list
+    filters by them too)."""
 
-    days = forms.IntegerField(
-        required=False,
-        min_value=1,
-        max_value=MAX_DAYS,
-        label=gettext_lazy("days"),
-        error_messages={
-            "min_value": gettext_lazy("The window is 1 to %(limit_value)s days."),
-            "max_value": gettext_lazy("The window is 1 to %(limit_value)s days."),
-        },
-    )
     collection = forms.CharField(required=False, max_length=200, strip=False)
     tool = forms.CharField(required=False, max_length=200, strip=False)
-    kind = forms.ChoiceField(required=False, choices=[("", ""), *FindingKind.choices])
 
     def clean_collection(self) -> str | None:
         value = self.cleaned_data["collection"]
@@ -47,6 +37,22 @@ class ContractsFilterForm(forms.Form):
                 params={"problem": problem},
             )
         return value or None
+
+
+class ContractsFilterForm(ToolScopeForm):
+    """The page's, the API's and the CLI's filters: the window and one tool or collection."""
+
+    days = forms.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=MAX_DAYS,
+        label=gettext_lazy("days"),
+        error_messages={
+            "min_value": gettext_lazy("The window is 1 to %(limit_value)s days."),
+            "max_value": gettext_lazy("The window is 1 to %(limit_value)s days."),
+        },
+    )
+    kind = forms.ChoiceField(required=False, choices=[("", ""), *FindingKind.choices])
 
     def filters(self) -> ContractsFilters:
         data: dict[str, Any] = self.cleaned_data

@@ -30,6 +30,7 @@ from contracts.models import (
     ScanMark,
     ToolDay,
 )
+from triage.lanes import SUCCESS_EVENT
 from triage.models import (
     AuditEvent,
     FailureRecord,
@@ -50,7 +51,6 @@ SOURCES = ("record", "receipt", "runner", "audit", "reconciliation")
 TRAIL_IDLE = timedelta(days=30)
 KEEP = timedelta(days=366)
 PRUNE_BATCH = 5000
-SUCCESS_EVENT = "step.completed"
 
 ToolKey = tuple[str, str]
 OperationKey = tuple[str, str, str]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import ValidationError
+from django.core.validators import URLValidator
 from django.db import models
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
@@ -23,6 +24,25 @@ def validate_collection_name(value: Any) -> None:
             gettext("The name %(problem)s.") % {"problem": problem},
             code="invalid_collection_name",
         )
+
+
+def clean_shown_link(value: str) -> str:
+    """A link the desk shows to everyone (a runbook, a fix's commit): http(s), without a
+    user name or password in it. Returns it stripped; "" stays ""."""
+    url = (value or "").strip()
+    if not url:
+        return ""
+    URLValidator(
+        schemes=["http", "https"],
+        message=_("Enter a full web address starting with https:// or http://."),
+    )(url)
+    authority = url.split("://", 1)[1].split("/", 1)[0]
+    if "@" in authority:
+        raise ValidationError(
+            _("Leave the user name and password out of the link: it is shown to everyone."),
+            code="credentials_in_url",
+        )
+    return url
 
 
 def validate_outbound_url(value: Any) -> None:

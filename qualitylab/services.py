@@ -33,6 +33,7 @@ from qualitylab.models import (
     RunStatus,
     Suite,
 )
+from qualitylab.signals import run_finished
 from triage.intake.ingest import DESK_CHANNEL, DESK_OWNER, batch_ingest
 from triage.intake.normalize import ItemError
 from triage.models import (
@@ -867,6 +868,15 @@ def _finish_run(run: CaseRun, *, status: str) -> None:
         status=status, finished_at=timezone.now(), metrics=metrics
     )
     run.refresh_from_db()
+    run_finished_send(run)
+
+
+def run_finished_send(run: CaseRun) -> None:
+    """Tell the apps listening that `run` ended; a listener's error is logged, never the
+    run's (its results are stored whatever a listener does)."""
+    for receiver, result in run_finished.send_robust(sender=CaseRun, run=run):
+        if isinstance(result, Exception):
+            log.error("run %s: listener %r failed", run.pk, receiver, exc_info=result)
 
 
 def execution_context(collection: Collection) -> engine.ExecutionContext:

@@ -8,14 +8,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-APPS = ("core", "triage", "learning", "qualitylab", "alerts", "contracts", "demo", "config")
+APPS = (
+    "core", "triage", "learning", "qualitylab", "alerts", "contracts", "fixes", "demo", "config"
+)  # fmt: skip
 # What each part may not import (the project level, config and demo, may import every app).
 FORBIDDEN: dict[str, tuple[str, ...]] = {
-    "core": ("triage", "learning", "qualitylab", "alerts", "contracts", "demo", "config"),
-    "triage": ("learning", "qualitylab", "alerts", "contracts", "demo"),
-    "learning": ("alerts", "contracts", "demo"),
-    "qualitylab": ("alerts", "contracts", "demo"),
-    "contracts": ("alerts", "demo"),
+    "core": ("triage", "learning", "qualitylab", "alerts", "contracts", "fixes", "demo", "config"),
+    "triage": ("learning", "qualitylab", "alerts", "contracts", "fixes", "demo"),
+    "learning": ("alerts", "contracts", "fixes", "demo"),
+    "qualitylab": ("alerts", "contracts", "fixes", "demo"),
+    "contracts": ("alerts", "fixes", "demo"),
+    "fixes": ("alerts", "demo"),
     "alerts": ("demo",),
 }
 # The vocabulary imports no model, page or door: only itself and the shared core.

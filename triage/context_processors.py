@@ -16,6 +16,7 @@ NAVIGATION = (
     (gettext_lazy("Triage"), "triage:home"),
     (gettext_lazy("Receipts"), "triage:receipts"),
     (gettext_lazy("Contracts"), "contracts:home"),
+    (gettext_lazy("Fixes"), "fixes:home"),
     (gettext_lazy("Quality Lab"), "qualitylab:home"),
     (gettext_lazy("Learning"), "learning:home"),
     (gettext_lazy("Ingestion"), "triage:ingestion"),

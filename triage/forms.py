@@ -11,7 +11,6 @@ from urllib.parse import urlencode
 from django import forms
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.validators import URLValidator
 from django.http import QueryDict
 from django.utils import timezone
 from django.utils.functional import Promise, lazy
@@ -21,7 +20,7 @@ from django.utils.translation import gettext, gettext_lazy, ngettext
 from django.utils.translation import gettext_lazy as _
 
 from core.collection_names import COLLECTION_NAME_MAX_LENGTH
-from core.fields import validate_collection_name
+from core.fields import clean_shown_link, validate_collection_name
 from triage import taxonomy, timezones
 from triage.models import (
     RELEASE_VERSION_MAX_LENGTH,
@@ -623,21 +622,7 @@ class RunbookForm(forms.Form):
     )
 
     def clean_url(self) -> str:
-        url = (self.cleaned_data.get("url") or "").strip()
-        if not url:
-            return ""
-        validate = URLValidator(
-            schemes=["http", "https"],
-            message=_("Enter a full web address starting with https:// or http://."),
-        )
-        validate(url)
-        authority = url.split("://", 1)[1].split("/", 1)[0]
-        if "@" in authority:
-            raise forms.ValidationError(
-                _("Leave the user name and password out of the link: it is shown to everyone."),
-                code="credentials_in_url",
-            )
-        return url
+        return clean_shown_link(self.cleaned_data.get("url") or "")
 
     def clean_note(self) -> str:
         return (self.cleaned_data.get("note") or "").strip()

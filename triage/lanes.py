@@ -194,6 +194,8 @@ _RECEIPT_STATE_LANES = {
 }
 # Receipt results that mean the tool run finished as intended.
 SUCCESS_RESULTS = frozenset({"ok", "success", "succeeded", "completed", "done"})
+# The runner event that says a step succeeded (what success rates count).
+SUCCESS_EVENT = "step.completed"
 
 
 def classify_receipt(

@@ -67,13 +67,36 @@ class PrunedListener(Protocol):
     def __call__(self, *, record_ids: Sequence[int], pruned_at: datetime, days: int) -> None: ...
 
 
+class PrunedEventsListener(Protocol):
+    def __call__(self, *, events: Sequence[PrunedEvent]) -> None: ...
+
+
+@dataclass(frozen=True)
+class PrunedEvent:
+    """A runner event retention removed, as a listener needs it (the row is gone)."""
+
+    collection: str
+    tool: str
+    event_type: str
+    occurred_at: datetime
+
+
 _LISTENERS: list[PrunedListener] = []
+_EVENT_LISTENERS: list[PrunedEventsListener] = []
 
 
 def on_records_pruned(listener: PrunedListener) -> None:
     """Register from an app's ready(): called in each batch's transaction, before the records
     are deleted, so rows pointing at them can say they were pruned (and still read them)."""
-    _LISTENERS.append(listener)
+    if listener not in _LISTENERS:
+        _LISTENERS.append(listener)
+
+
+def on_runner_events_pruned(listener: PrunedEventsListener) -> None:
+    """Register from an app's ready(): called in each batch's transaction with the runner
+    events it removed (exactly those: an event a new record came to point at stays)."""
+    if listener not in _EVENT_LISTENERS:
+        _EVENT_LISTENERS.append(listener)
 
 
 def retention_cutoff(*, days: int, now: datetime) -> datetime:
@@ -397,12 +420,16 @@ def _clear_remaining_pointers(record_ids: list[int]) -> None:
 
 def _prune_runner_event_batch(*, cutoff: datetime, size: int) -> int | None:
     backing = FailureRecord.objects.filter(runner_event=OuterRef("pk"))
-    event_ids = list(
-        RunnerEvent.objects.filter(occurred_at__lt=cutoff)
+    rows = {
+        pk: PrunedEvent(collection, tool, event_type, occurred_at)
+        for pk, collection, tool, event_type, occurred_at in RunnerEvent.objects.filter(
+            occurred_at__lt=cutoff
+        )
         .exclude(Exists(backing))
         .order_by("occurred_at", "id")
-        .values_list("pk", flat=True)[:size]
-    )
+        .values_list("pk", "collection", "tool", "event_type", "occurred_at")[:size]
+    }
+    event_ids = list(rows)
     if not event_ids:
         return None
     event_table = connection.ops.quote_name(RunnerEvent._meta.db_table)
@@ -416,6 +443,12 @@ def _prune_runner_event_batch(*, cutoff: datetime, size: int) -> int | None:
             f"WHERE {record_table}.runner_event_id = {event_table}.id)"
         ),
     )
+    if _EVENT_LISTENERS and deleted:
+        if deleted != len(event_ids):
+            for kept in RunnerEvent.objects.filter(pk__in=event_ids).values_list("pk", flat=True):
+                rows.pop(kept)
+        for listener in _EVENT_LISTENERS:
+            listener(events=list(rows.values()))
     # None also when none of them could go, so the phase cannot select them forever.
     return deleted or None
 

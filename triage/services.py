@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -119,8 +119,12 @@ def group_act(
     resolved_in_release: str = "",
     resolved_in_next_release: bool = False,
     bulk_action: BulkAction | None = None,
+    event_data: Mapping[str, Any] | None = None,
 ) -> GroupEvent:
     """Apply one triage action to one group and append it to the group's history.
+
+    `event_data` is kept in the history entry beside what the action itself records (another
+    app's word on it: the Quality Lab run that verified a resolution).
 
     A resolve may name the release it is resolved in (a release of the group's collection
     the desk knows) or say "the next release": records of earlier releases then leave the
@@ -176,7 +180,7 @@ def group_act(
             status_before=before,
             status_after=group.status,
             note=note.strip(),
-            data=data,
+            data={**(event_data or {}), **data},
             bulk_action=bulk_action,
             created_at=now,
         )
@@ -274,6 +278,7 @@ def group_act_undoable(
     mute_count: int | None = None,
     resolved_in_release: str = "",
     resolved_in_next_release: bool = False,
+    event_data: Mapping[str, Any] | None = None,
 ) -> BulkAction:
     """Apply one action to one group like group_act, remembering its state so that
     bulk_action_undo can put it back (an action on one group of one)."""
@@ -298,6 +303,7 @@ def group_act_undoable(
             resolved_in_release=resolved_in_release,
             resolved_in_next_release=resolved_in_next_release,
             bulk_action=bulk,
+            event_data=event_data,
         )
     return bulk
 

@@ -34,6 +34,7 @@ SOURCES = (
     "qualitylab",
     "alerts",
     "contracts",
+    "fixes",
     "demo",
     "templates",
 )

@@ -53,6 +53,7 @@ from django.test import Client, override_settings
 from django.urls import URLPattern, URLResolver, get_resolver, resolve
 from django.utils import timezone
 
+from fixes.models import Fix
 from learning import services as learning_services
 from learning.models import LearningAttempt, Review, Suggestion
 from qualitylab import demo
@@ -255,6 +256,7 @@ def _build_world() -> World:
         ],
     )
     ids["group"] = FailureGroup.objects.get(reason="http_5xx").pk
+    ids["fix"] = Fix.objects.create(group_id=ids["group"], kind="other").pk
     ids["receipt"] = Receipt.objects.get().pk
     ids["bulk"] = BulkAction.objects.create(action="acknowledge", group_count=0, previous={}).pk
     ids["group_action"] = BulkAction.objects.create(
@@ -444,6 +446,7 @@ SITE: dict[str, Row] = {
                                  kind="api"),
     "api-contracts": Row(lambda w: "/api/v1/contracts", get=api("read", readers=READERS),
                          kind="api"),
+    "api-fixes": Row(lambda w: "/api/v1/fixes", get=api("read", readers=READERS), kind="api"),
     "learning-api:suggestions": Row(lambda w: "/api/v1/learning/suggestions?collection=bo-dev",
                                     get=api("read", readers=READERS), kind="api"),
     # Triage
@@ -463,6 +466,10 @@ SITE: dict[str, Row] = {
                              post=page(OPERATORS)),
     "triage:receipts": Row(lambda w: "/receipts/", get=page(READERS)),
     "contracts:home": Row(lambda w: "/contracts/", get=page(READERS)),
+    "fixes:home": Row(lambda w: "/fixes/", get=page(READERS)),
+    "fixes:resolve": Row(lambda w: f"/fixes/resolve/{w.group}", post=page(OPERATORS),
+                         body=lambda w: {"action": "resolve", "fix_kind": "other"}),
+    "fixes:verify": Row(lambda w: f"/fixes/{w.fix}/verify", post=page(OPERATORS)),
     "contracts:findings": Row(lambda w: "/contracts/findings", get=page(READERS)),
     "triage:receipt-reconcile": Row(lambda w: f"/receipts/{w.receipt}/reconcile",
                                     post=page(OPERATORS),

@@ -244,6 +244,7 @@ class Command(BaseCommand):
             self._load_contracts(base_url)
             processes.append(self._start_worker())
             runs = self._load_quality_lab(sandbox_url)
+            self._load_fixes(base_url)
             if options["no_serve"]:
                 self._print_runs(base_url, runs)
                 self.stdout.write(alert_log.summary())
@@ -505,6 +506,35 @@ class Command(BaseCommand):
             f"Contracts: {sent} receipts of billing's getInvoice (keeps its contract) and "
             f"sendInvoice (breaks a retry rule): {base_url}/contracts/"
         )
+
+    def _load_fixes(self, base_url: str) -> None:
+        """Two releases, a fix that held, one that did not (fixes.demo), and one verified by a
+        Quality Lab run in the worker."""
+        from fixes import demo as fixes_demo
+
+        if IngestItem.objects.filter(owner=fixes_demo.OWNER).exists():
+            self.stdout.write("The fixes demo is already loaded; keeping it.")
+            return
+
+        def ingest(items: list[dict[str, Any]]) -> None:
+            for start in range(0, len(items), 500):
+                batch_ingest(owner=fixes_demo.OWNER, items=items[start : start + 500])
+
+        operator = get_user_model().objects.get(username=DEMO_ROLE_USERS["operator"][0])
+        fixes = fixes_demo.install(now=timezone.now(), ingest=ingest, actor=operator)
+        verdicts = ", ".join(f"{fix.tool} {fix.verdict}" for fix in fixes)
+        collection = Collection.objects.get(name=DEMO_COLLECTION)
+        queued = fixes_demo.verify(collection=collection, actor=operator)
+        if queued is not None:
+            run = wait_for_run(
+                run_id=queued.pk,
+                out=self.stdout,
+                err=self.stderr,
+                timeout=DEMO_WAIT_SECONDS,
+                start_worker=False,
+            )
+            verdicts += f"; getOrderDetail verified by run #{run.pk} ({run.passed}/{run.total})"
+        self.stdout.write(f"Fixes: {verdicts}: {base_url}/fixes/")
 
     def _run_mcp_runtime(self, base_url: str, ingest_url: str) -> None:
         if IngestItem.objects.filter(owner=DEMO_MCP_OWNER).exists():

@@ -1,0 +1,134 @@
+"""The fixes list, and the group page's resolve-with-a-fix and verify actions."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlencode
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required, permission_required
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.text import capfirst
+from django.utils.translation import gettext
+from django.views.decorators.http import require_POST, require_safe
+
+from core.drafts import draft_keep, errors_in_words
+from fixes import selectors, services
+from fixes.forms import FixesFilterForm, ResolveWithFixForm
+from fixes.models import Fix, FixKind, Verdict
+from triage import roles
+from triage.forms import GroupRecordsForm
+from triage.models import FailureGroup, GroupAction
+
+VIEW_FIXES = "triage.view_failuregroup"
+
+
+@require_safe
+@login_required
+@permission_required(VIEW_FIXES, raise_exception=True)
+def fixes_page(request: HttpRequest) -> HttpResponse:
+    form = FixesFilterForm(request.GET)
+    context: dict[str, Any] = {
+        "form": form,
+        "kinds": FixKind.choices,
+        "verdicts": Verdict.choices,
+    }
+    if not form.is_valid():
+        return render(request, "fixes/fixes.html", context, status=400)
+    overview = selectors.fixes_overview(filters=form.filters(), now=timezone.now())
+    context.update(overview=overview, limit=selectors.LIST_LIMIT)
+    return render(request, "fixes/fixes.html", context)
+
+
+def _back(request: HttpRequest) -> str:
+    back_form = GroupRecordsForm({"back": request.POST.get("back", "")})
+    return back_form.cleaned_data["back"] if back_form.is_valid() else ""
+
+
+def _group_url(group: FailureGroup, back: str, anchor: str = "") -> str:
+    url = reverse("triage:group", args=[group.pk])
+    return (f"{url}?{urlencode({'back': back})}" if back else url) + anchor
+
+
+@require_POST
+@login_required
+@permission_required(roles.ACT_ON_GROUP, raise_exception=True)
+def resolve_view(request: HttpRequest, group_id: int) -> HttpResponse:
+    """Resolve a group from its page, with its release and the fix behind it (if said)."""
+    group = get_object_or_404(FailureGroup, pk=group_id)
+    form = ResolveWithFixForm(
+        request.POST, user=request.user, group=group, runbooks=services.group_runbooks(group)
+    )
+    back = _back(request)
+    if (
+        form.is_valid()
+        and form.cleaned_data["verify"]
+        and not request.user.has_perm(roles.RUN_QUALITY_LAB)
+    ):
+        form.add_error("verify", gettext("Verifying runs Quality Lab: your role may not."))
+    if not form.is_valid():
+        messages.error(
+            request, gettext("Nothing was changed. %(errors)s") % {"errors": errors_in_words(form)}
+        )
+        draft_keep(request, key=f"group-{group.pk}", form=form, extra={"form": "act"})
+        return HttpResponseRedirect(_group_url(group, back))
+    data = form.cleaned_data
+    try:
+        recorded = services.fix_record(
+            group=group,
+            actor=request.user,
+            kind=data["fix_kind"],
+            url=data["fix_url"],
+            note=data["note"] or "",
+            runbook=data["runbook"],
+            resolved_in_release=data["resolved_in_release"],
+            resolved_in_next_release=data["resolved_in_next_release"],
+            verify=data["verify"],
+            query=back,
+        )
+    except services.FixError as exc:
+        messages.error(request, str(exc))
+        draft_keep(request, key=f"group-{group.pk}", form=form, extra={"form": "act"})
+        return HttpResponseRedirect(_group_url(group, back))
+    if recorded.undoable_id is not None:
+        request.session["last_group_action_id"] = recorded.undoable_id
+    fix = recorded.fix
+    if fix is not None and fix.verification_run_id is not None:
+        messages.success(
+            request,
+            gettext("Verifying the fix: run #%(run)s resolves the group when every case passes.")
+            % {"run": fix.verification_run_id},
+        )
+    elif fix is not None:
+        messages.success(
+            request, gettext("Resolved, with the fix: the desk measures whether it holds.")
+        )
+    else:
+        messages.success(
+            request, gettext("%(action)s: done.") % {"action": capfirst(GroupAction.RESOLVE.label)}
+        )
+    return HttpResponseRedirect(_group_url(group, back))
+
+
+@require_POST
+@login_required
+@permission_required(roles.ACT_ON_GROUP, raise_exception=True)
+@permission_required(roles.RUN_QUALITY_LAB, raise_exception=True)
+def verify_view(request: HttpRequest, fix_id: int) -> HttpResponse:
+    """Verify a recorded fix again with the cases made from its group's failures."""
+    fix = get_object_or_404(Fix.objects.select_related("group"), pk=fix_id, group__isnull=False)
+    group = fix.group
+    assert group is not None
+    try:
+        fix = services.fix_verify(fix=fix, actor=request.user)
+    except services.FixError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(
+            request,
+            gettext("Verifying the fix with run #%(run)s.") % {"run": fix.verification_run_id},
+        )
+    return HttpResponseRedirect(_group_url(group, _back(request), "#fixes"))
