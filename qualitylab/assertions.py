@@ -56,12 +56,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from triage import taxonomy
-
-if TYPE_CHECKING:
-    from qualitylab.engine import CaseOutcome
 
 MODES: tuple[str, ...] = ("search", "plan", "execute")
 
@@ -509,12 +506,32 @@ def json_path_values(document: Any, path: str) -> list[Any]:
 # ---- evaluation ------------------------------------------------------------------------
 
 
-def evaluate(assertions: AssertionSet, outcome: CaseOutcome) -> list[dict[str, Any]]:
+class OutcomeSections(Protocol):
+    """What evaluation reads of a finished case (the engine's ``CaseOutcome``): its JSON-able
+    sections and ``to_dict()``. Typed by shape, so this module, which the engine imports,
+    imports nothing of the engine."""
+
+    @property
+    def search(self) -> Mapping[str, Any] | None: ...
+    @property
+    def target_selector(self) -> Mapping[str, Any] | None: ...
+    @property
+    def plan(self) -> Mapping[str, Any] | None: ...
+    @property
+    def execute(self) -> Mapping[str, Any] | None: ...
+    @property
+    def failure(self) -> Mapping[str, Any] | None: ...
+    @property
+    def learning(self) -> Mapping[str, Any] | None: ...
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+def evaluate(assertions: AssertionSet, outcome: OutcomeSections) -> list[dict[str, Any]]:
     """Evaluate every check against the outcome's JSON-able sections."""
     return [_evaluate_one(check, outcome) for check in assertions.checks]
 
 
-def _evaluate_one(check: Assertion, outcome: CaseOutcome) -> dict[str, Any]:
+def _evaluate_one(check: Assertion, outcome: OutcomeSections) -> dict[str, Any]:
     actual: Any = None
     passed: bool | None = None
     if check.type == "top_k_contains":
@@ -562,7 +579,7 @@ def _evaluate_one(check: Assertion, outcome: CaseOutcome) -> dict[str, Any]:
     return result
 
 
-def _evaluate_learning(check: Assertion, outcome: CaseOutcome) -> tuple[Any, bool | None]:
+def _evaluate_learning(check: Assertion, outcome: OutcomeSections) -> tuple[Any, bool | None]:
     if check.type == "raw_secret_present":
         paths = raw_secret_paths(outcome)
         present = bool(paths)
@@ -604,7 +621,7 @@ def _a_name_under_a_generic_key(key: str, value: Any) -> bool:
     )
 
 
-def raw_secret_paths(outcome: CaseOutcome) -> list[str]:
+def raw_secret_paths(outcome: OutcomeSections) -> list[str]:
     """Where the stored outcome still holds something triage.scrub would redact."""
     from triage.scrub import ScrubError, scrub_payload
 

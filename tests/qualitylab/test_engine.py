@@ -11,6 +11,9 @@ import pytest
 
 from qualitylab import demo, engine
 from qualitylab.engine import CaseSpec, CaseSpecError, SpecError
+from qualitylab.engine import collection as engine_collection
+from qualitylab.engine import plan as engine_plan
+from qualitylab.engine import search as engine_search
 from qualitylab.sandbox import SandboxServer
 from tests.qualitylab.specs import LIST_PULLS_CASE, slash_spec
 from triage import taxonomy
@@ -282,8 +285,9 @@ def test_the_cache_returns_the_same_collection_for_the_same_hash(
 def test_the_cache_is_a_bounded_lru(
     demo_built: engine.BuiltArtifact, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(engine, "ENGINE_CACHE_SIZE", 2)
-    monkeypatch.setattr(engine, "_engine_cache", OrderedDict())  # leave the real cache alone
+    monkeypatch.setattr(engine_collection, "ENGINE_CACHE_SIZE", 2)
+    # Leave the real cache alone.
+    monkeypatch.setattr(engine_collection, "_engine_cache", OrderedDict())
     first = engine.engine_for(demo_built.artifact, "hash-a")
     engine.engine_for(demo_built.artifact, "hash-b")
     assert engine.engine_for(demo_built.artifact, "hash-a") is first  # a is now newest
@@ -648,7 +652,7 @@ def test_an_exception_inside_a_case_is_an_uncaught_server_error(
     def explode(*_: Any, **__: Any) -> Any:
         raise RuntimeError("token=sk-live-should-never-be-shown")
 
-    monkeypatch.setattr(engine, "select_target_candidate", explode)
+    monkeypatch.setattr(engine_plan, "select_target_candidate", explode)
     outcome = engine.run_case(demo_collection, _case())
     assert outcome.status == "failed"
     assert outcome.failure is not None
@@ -913,7 +917,7 @@ def test_a_worker_time_limit_is_not_swallowed(
     def too_slow(*_: Any, **__: Any) -> Any:
         raise SoftTimeLimitExceeded
 
-    monkeypatch.setattr(engine, "retrieve_graphify", too_slow)
+    monkeypatch.setattr(engine_search, "retrieve_graphify", too_slow)
     with pytest.raises(SoftTimeLimitExceeded):
         engine.run_case(demo_collection, _case())
 
