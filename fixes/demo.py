@@ -100,16 +100,16 @@ def install(
         note="Restart the coupon cache, then watch the error rate for an hour.", actor=actor,
     )  # fmt: skip
     fixes = []
-    for tool, kind, extra in (
-        ("getCart", "code_change", {"url": "https://git.example.com/checkout/pull/418",
-                                    "note": "A retry budget of 2 on the cart read."}),
-        ("applyCoupon", "runbook_step", {"note": "Restarted the coupon cache."}),
+    for tool, kind, url, note in (
+        ("getCart", "code_change", "https://git.example.com/checkout/pull/418",
+         "A retry budget of 2 on the cart read."),
+        ("applyCoupon", "runbook_step", "", "Restarted the coupon cache."),
     ):  # fmt: skip
         group = FailureGroup.objects.get(collection=COLLECTION, tool=tool)
         runbooks = services.group_runbooks(group)
         recorded = services.fix_record(
-            group=group, actor=actor, kind=kind, resolved_in_release="2.4",
-            runbook=runbooks[0] if kind == "runbook_step" and runbooks else None, **extra,
+            group=group, actor=actor, kind=kind, url=url, note=note, resolved_in_release="2.4",
+            runbook=runbooks[0] if kind == "runbook_step" and runbooks else None,
         )  # fmt: skip
         assert recorded.fix is not None
         Fix.objects.filter(pk=recorded.fix.pk).update(fixed_at=now - RELEASES["2.4"])

@@ -252,3 +252,21 @@ def test_a_promoted_suggestion_is_measured_on_its_tool_in_production(
         week_ago,
     )
     assert fix.verdict == Verdict.HELD
+
+
+def test_the_beat_task_measures_each_unsettled_fix_about_every_quarter_hour(
+    ingest_client: APIClient, client_as: Any, week_ago: datetime
+) -> None:
+    from fixes.tasks import measure_fixes
+
+    ingest(ingest_client, traffic(week_ago, failures=(40, 2), successes=(360, 398)))
+    resolve(client_as("operator"), FailureGroup.objects.get(), fix_kind="other")
+    assert measure_fixes() == 1
+    assert measure_fixes() == 0  # measured a moment ago
+    Fix.objects.update(measured_at=timezone.now() - timedelta(minutes=16))
+    assert measure_fixes() == 1
+    Fix.objects.update(fixed_at=week_ago, measured_at=None)
+    assert measure_fixes() == 1
+    assert Fix.objects.get().settled  # the week after closed: never measured again
+    Fix.objects.update(measured_at=None)
+    assert measure_fixes() == 0
