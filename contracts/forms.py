@@ -11,6 +11,20 @@ from core.collection_names import collection_name_problem
 from triage.storable import identifier_problem
 
 
+def window_days_field(maximum: int) -> forms.IntegerField:
+    """A window of 1 to `maximum` days, optional (each form says its default)."""
+    return forms.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=maximum,
+        label=gettext_lazy("days"),
+        error_messages={
+            "min_value": gettext_lazy("The window is 1 to %(limit_value)s days."),
+            "max_value": gettext_lazy("The window is 1 to %(limit_value)s days."),
+        },
+    )
+
+
 class ToolScopeForm(forms.Form):
     """One collection and one tool, each checked as ingest checks names (the fixes list
     filters by them too)."""
@@ -42,16 +56,7 @@ class ToolScopeForm(forms.Form):
 class ContractsFilterForm(ToolScopeForm):
     """The page's, the API's and the CLI's filters: the window and one tool or collection."""
 
-    days = forms.IntegerField(
-        required=False,
-        min_value=1,
-        max_value=MAX_DAYS,
-        label=gettext_lazy("days"),
-        error_messages={
-            "min_value": gettext_lazy("The window is 1 to %(limit_value)s days."),
-            "max_value": gettext_lazy("The window is 1 to %(limit_value)s days."),
-        },
-    )
+    days = window_days_field(MAX_DAYS)
     kind = forms.ChoiceField(required=False, choices=[("", ""), *FindingKind.choices])
 
     def filters(self) -> ContractsFilters:

@@ -5,7 +5,7 @@ from typing import Any
 from django import forms
 from django.utils.translation import gettext_lazy
 
-from contracts.forms import ToolScopeForm
+from contracts.forms import ToolScopeForm, window_days_field
 from core.fields import clean_shown_link
 from fixes.models import FixKind, Verdict
 from fixes.selectors import Filters
@@ -18,16 +18,7 @@ MAX_DAYS = 400
 class FixesFilterForm(ToolScopeForm):
     """The fixes list's and the API's filters."""
 
-    days = forms.IntegerField(
-        required=False,
-        min_value=1,
-        max_value=MAX_DAYS,
-        label=gettext_lazy("days"),
-        error_messages={
-            "min_value": gettext_lazy("The window is 1 to %(limit_value)s days."),
-            "max_value": gettext_lazy("The window is 1 to %(limit_value)s days."),
-        },
-    )
+    days = window_days_field(MAX_DAYS)
     kind = forms.ChoiceField(required=False, choices=[("", ""), *FixKind.choices])
     verdict = forms.ChoiceField(required=False, choices=[("", ""), *Verdict.choices])
     runbook = forms.IntegerField(required=False, min_value=1, max_value=2**62)

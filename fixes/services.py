@@ -12,7 +12,7 @@ from django.utils.translation import gettext
 from fixes.models import Fix, FixKind, Verification
 from qualitylab.models import CaseRun, Collection, QualityCase
 from qualitylab.services import CollectionError, QueueUnavailable, run_start
-from triage.models import FailureGroup, GroupAction, GroupEvent, Runbook
+from triage.models import FailureGroup, GroupAction, GroupEvent, Release, Runbook
 from triage.selectors import runbooks_for
 from triage.services import GroupActionError, group_act_undoable
 
@@ -77,17 +77,27 @@ def fix_record(
         raise FixError(gettext("A runbook step needs the runbook: save the group's runbook first."))
     if verify and not kind:
         raise FixError(gettext("Say what the fix was: a verification checks a fix."))
+    fields: dict[str, Any] = {
+        "kind": kind,
+        "url": url,
+        "note": note,
+        "runbook": runbook,
+        "resolved_in_release": resolved_in_release,
+        "resolved_in_next_release": resolved_in_next_release,
+    }
     if verify:
-        return _record_verifying(
-            group=group,
-            actor=actor,
-            kind=kind,
-            url=url,
-            note=note,
-            runbook=runbook,
-            resolved_in_release=resolved_in_release,
-            resolved_in_next_release=resolved_in_next_release,
-        )
+        # The resolve waits for the run: its release is checked now, not when it passes.
+        if (
+            resolved_in_release
+            and not Release.objects.filter(
+                collection=group.collection, version=resolved_in_release
+            ).exists()
+        ):
+            raise FixError(
+                gettext("The desk knows no release %(release)s of this collection.")
+                % {"release": resolved_in_release}
+            )
+        return _record_verifying(group=group, actor=actor, **fields)
     with transaction.atomic():
         try:
             bulk = group_act_undoable(
@@ -104,17 +114,7 @@ def fix_record(
         if not kind:
             return Recorded(None, bulk.pk)
         event = GroupEvent.objects.filter(bulk_action=bulk).order_by("-id").first()
-        fix = _fix_create(
-            group=group,
-            actor=actor,
-            kind=kind,
-            url=url,
-            note=note,
-            runbook=runbook,
-            resolution=event,
-            resolved_in_release=resolved_in_release,
-            resolved_in_next_release=resolved_in_next_release,
-        )
+        fix = _fix_create(group=group, actor=actor, resolution=event, **fields)
     return Recorded(fix, bulk.pk)
 
 

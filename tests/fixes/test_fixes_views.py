@@ -79,6 +79,7 @@ def test_a_resolve_in_a_release_with_a_fix_keeps_both(client_as: Any, group: Fai
         ({"fix_kind": "other", "verify": "1"}, "No Quality Lab case was made from this group"),
         ({"verify": "1"}, "Say what the fix was"),
         ({"fix_kind": "other", "resolve_in": "release:9.9"}, "no release 9.9"),
+        ({"fix_kind": "other", "verify": "1", "resolve_in": "release:9.9"}, "no release 9.9"),
     ],
 )
 def test_a_refused_fix_changes_nothing_and_says_why(

@@ -13,6 +13,7 @@ import urllib.error
 import urllib.request
 from argparse import ArgumentParser
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -123,6 +124,16 @@ class AlertLog:
     def close(self) -> None:
         with self._lock:
             self._file.close()
+
+
+def _ingest_as(owner: str) -> Callable[[list[dict[str, Any]]], None]:
+    """A demo loader's ingest: its items through the ingest path, 500 a batch, as `owner`."""
+
+    def ingest(items: list[dict[str, Any]]) -> None:
+        for start in range(0, len(items), 500):
+            batch_ingest(owner=owner, items=items[start : start + 500])
+
+    return ingest
 
 
 def stop_processes(processes: list[subprocess.Popen[bytes]], *, grace_seconds: float) -> None:
@@ -497,11 +508,7 @@ class Command(BaseCommand):
             self.stdout.write("The contracts demo is already loaded; keeping it.")
             return
 
-        def ingest(items: list[dict[str, Any]]) -> None:
-            for start in range(0, len(items), 500):
-                batch_ingest(owner=contracts_demo.OWNER, items=items[start : start + 500])
-
-        sent = contracts_demo.install(now=timezone.now(), ingest=ingest)
+        sent = contracts_demo.install(now=timezone.now(), ingest=_ingest_as(contracts_demo.OWNER))
         self.stdout.write(
             f"Contracts: {sent} receipts of billing's getInvoice (keeps its contract) and "
             f"sendInvoice (breaks a retry rule): {base_url}/contracts/"
@@ -516,12 +523,10 @@ class Command(BaseCommand):
             self.stdout.write("The fixes demo is already loaded; keeping it.")
             return
 
-        def ingest(items: list[dict[str, Any]]) -> None:
-            for start in range(0, len(items), 500):
-                batch_ingest(owner=fixes_demo.OWNER, items=items[start : start + 500])
-
         operator = get_user_model().objects.get(username=DEMO_ROLE_USERS["operator"][0])
-        fixes = fixes_demo.install(now=timezone.now(), ingest=ingest, actor=operator)
+        fixes = fixes_demo.install(
+            now=timezone.now(), ingest=_ingest_as(fixes_demo.OWNER), actor=operator
+        )
         verdicts = ", ".join(f"{fix.tool} {fix.verdict}" for fix in fixes)
         collection = Collection.objects.get(name=DEMO_COLLECTION)
         queued = fixes_demo.verify(collection=collection, actor=operator)
