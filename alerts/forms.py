@@ -9,7 +9,7 @@ from django.utils.translation import gettext_lazy as _
 
 from alerts.models import PRODUCTION_SOURCE, Channel, ChannelKind, Rule, kind_for_target
 from alerts.selectors import LogCursor
-from triage import taxonomy
+from triage.vocabulary import taxonomy
 
 
 def _choices(values: Any) -> list[tuple[str, str]]:

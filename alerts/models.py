@@ -13,7 +13,7 @@ from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from triage import taxonomy
+from triage.vocabulary import taxonomy
 
 
 class ChannelKind(models.TextChoices):

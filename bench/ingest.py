@@ -230,7 +230,7 @@ class Shape:
 def catalog_reasons() -> list[tuple[str, str]]:
     """(stage, reason) of every catalog reason, taking one stage after another, so a few
     reasons already span several stages."""
-    from triage.taxonomy import REASONS
+    from triage.vocabulary.taxonomy import REASONS
 
     by_stage: dict[str, list[str]] = defaultdict(list)
     for info in REASONS.values():
@@ -1172,7 +1172,7 @@ def _profile_one(args: argparse.Namespace, shape: Shape | None) -> None:
     phases.patch(ingest, "_store", "store (total)")
     phases.patch(ingest, "_policies_for", "  tool policies SELECT")
     phases.patch(ingest, "_store_failures", "  store failures (total)")
-    phases.patch(ingest, "classify", "    classify (triage.lanes)")
+    phases.patch(ingest, "classify", "    classify (triage.vocabulary.lanes)")
     phases.patch(ingest, "_groups_for", "    groups: SELECT by key, INSERT missing")
     phases.patch(FailureRecord.objects, "bulk_create", "    FailureRecord bulk_create")
     phases.patch(ingest, "_apply_group_deltas", "    group deltas (total)")
@@ -1198,7 +1198,7 @@ def _profile_one(args: argparse.Namespace, shape: Shape | None) -> None:
         - s["  scrub_payload"]
         - s["  parse (triage.intake.normalize)"],
         "    build FailureRecord objects, deltas": s["  store failures (total)"]
-        - s["    classify (triage.lanes)"]
+        - s["    classify (triage.vocabulary.lanes)"]
         - s["    groups: SELECT by key, INSERT missing"]
         - s["    FailureRecord bulk_create"]
         - s["    group deltas (total)"],
@@ -1222,7 +1222,7 @@ def _profile_one(args: argparse.Namespace, shape: Shape | None) -> None:
         "store (total)",
         "  tool policies SELECT",
         "  store failures (total)",
-        "    classify (triage.lanes)",
+        "    classify (triage.vocabulary.lanes)",
         "    build FailureRecord objects, deltas",
         "    groups: SELECT by key, INSERT missing",
         "    FailureRecord bulk_create",

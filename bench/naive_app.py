@@ -33,14 +33,13 @@ from rest_framework.request import Request  # noqa: E402
 from rest_framework.response import Response  # noqa: E402
 from rest_framework.views import APIView  # noqa: E402
 
-from triage import taxonomy  # noqa: E402
+from triage.api.serializers import FailureRecordSerializer  # noqa: E402
 from triage.intake.auth import ApiKeyAuthentication, HasIngestScope  # noqa: E402
 from triage.intake.errors import InvalidBatch, QuotaExceeded  # noqa: E402
 from triage.intake.ingest import body_hash  # noqa: E402
 from triage.intake.normalize import FailureFields, ItemError, parse_failure  # noqa: E402
 from triage.intake.parsers import IngestJSONParser, receive_body  # noqa: E402
 from triage.intake.quota import quota_consume  # noqa: E402
-from triage.lanes import ToolFacts, classify  # noqa: E402
 from triage.models import (  # noqa: E402
     ApiKey,
     FailureGroup,
@@ -53,7 +52,8 @@ from triage.models import (  # noqa: E402
     ToolPolicy,
 )
 from triage.scrub import ScrubError, scrub_payload  # noqa: E402
-from triage.serializers import FailureRecordSerializer  # noqa: E402
+from triage.vocabulary import taxonomy  # noqa: E402
+from triage.vocabulary.lanes import ToolFacts, classify  # noqa: E402
 
 
 class NaiveFailureSerializer(serializers.ModelSerializer[FailureRecord]):

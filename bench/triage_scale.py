@@ -185,7 +185,7 @@ class Traffic:
 
     @classmethod
     def build(cls, now: datetime) -> Traffic:
-        from triage import taxonomy
+        from triage.vocabulary import taxonomy
 
         rng = random.Random(SEED)
         catalog = [(info.stage, info.code) for info in taxonomy.REASONS.values()]

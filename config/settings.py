@@ -22,7 +22,7 @@ from django.core.exceptions import ImproperlyConfigured
 from config.env import env_bool, env_float, env_int, env_list, env_str
 from core.outbound import PrivateAllowance
 from qualitylab.credentials import CredentialRules
-from triage import taxonomy
+from triage.vocabulary import taxonomy
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("TRIAGE_VAR_DIR", str(BASE_DIR / "var")))
@@ -113,8 +113,8 @@ TEMPLATES = [
                 "django.template.context_processors.i18n",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "triage.context_processors.navigation",
-                "triage.context_processors.time_zone",
+                "triage.pages.context_processors.navigation",
+                "triage.pages.context_processors.time_zone",
             ],
         },
     }
@@ -407,7 +407,7 @@ except ValueError as exc:
 # The default takes the largest public descriptions (GitHub's 13 MB, the cloud providers').
 QUALITYLAB_MAX_SPEC_BYTES = env_int("QUALITYLAB_MAX_SPEC_BYTES", 64 * 1024 * 1024, minimum=1)
 TRIAGE_DATABASE_RETRY_AFTER_SECONDS = env_int("TRIAGE_DATABASE_RETRY_AFTER_SECONDS", 5, minimum=1)
-# Retention (triage/retention.py): failure records that occurred more than this many days ago
+# Retention (triage/upkeep/retention.py): failure records that occurred more than this many days ago
 # are pruned every hour by beat (and by `manage.py prune_records`); 0 keeps them forever.
 TRIAGE_RETENTION_DAYS = env_int("TRIAGE_RETENTION_DAYS", 90, minimum=0)
 # Records per batch; each batch is one short transaction holding its groups' locks.

@@ -22,9 +22,9 @@ application = get_wsgi_application()
 get_resolver().url_patterns  # noqa: B018
 gc.freeze()
 
-# The workers of one master share its batch slots (triage/capacity.py): a batch takes any free
-# slot of the pool, whichever worker holds its connection.
-from triage.capacity import share_with_pool  # noqa: E402 (needs the apps loaded above)
+# The workers of one master share its batch slots (triage/intake/capacity.py): a batch takes any
+# free slot of the pool, whichever worker holds its connection.
+from triage.intake.capacity import share_with_pool  # noqa: E402 (needs the apps loaded above)
 
 share_with_pool(os.getppid())
 

@@ -21,8 +21,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from triage.lanes import SUCCESS_RESULTS
-from triage.taxonomy import LANE_NEXT_ACTION
+from triage.vocabulary.lanes import SUCCESS_RESULTS
+from triage.vocabulary.taxonomy import LANE_NEXT_ACTION
 
 LOOKUP_RESULTS = frozenset({"lookup"})
 ESCALATED_LANE = "manual_investigation"

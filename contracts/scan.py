@@ -30,7 +30,6 @@ from contracts.models import (
     ScanMark,
     ToolDay,
 )
-from triage.lanes import SUCCESS_EVENT
 from triage.models import (
     AuditEvent,
     FailureRecord,
@@ -41,6 +40,7 @@ from triage.models import (
 )
 from triage.receipts import outbound_calls
 from triage.selectors import TEST_SOURCE
+from triage.vocabulary.lanes import SUCCESS_EVENT
 
 SETTLE = timedelta(seconds=60)
 CHUNK = 5000

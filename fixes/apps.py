@@ -12,7 +12,7 @@ class FixesConfig(AppConfig):
         # ends; both through hooks, so neither imports this app (the arrows point one way).
         from fixes import measure, verification
         from qualitylab.signals import run_finished
-        from triage.retention import on_records_pruned, on_runner_events_pruned
+        from triage.upkeep.retention import on_records_pruned, on_runner_events_pruned
 
         on_records_pruned(measure.carry_pruned_records)
         on_runner_events_pruned(measure.carry_pruned_runner_events)

@@ -24,10 +24,10 @@ from django.utils import timezone
 from fixes import efficacy
 from fixes.models import FIGURES, SPANS, Fix, FixKind, Verdict
 from learning.models import Suggestion, SuggestionStatus
-from triage.lanes import SUCCESS_EVENT, SUCCESS_RESULTS
 from triage.models import FailureRecord, Receipt, RunnerEvent
-from triage.retention import PrunedEvent
 from triage.selectors import TEST_SOURCE
+from triage.upkeep.retention import PrunedEvent
+from triage.vocabulary.lanes import SUCCESS_EVENT, SUCCESS_RESULTS
 
 SOURCES = ("records", "runner", "receipts")
 # A fix's figures change as records arrive; counting its fortnight again more often than this

@@ -58,7 +58,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from triage import taxonomy
+from triage.vocabulary import taxonomy
 
 MODES: tuple[str, ...] = ("search", "plan", "execute")
 

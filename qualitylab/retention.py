@@ -12,7 +12,7 @@ from triage.models import FailureRecord
 
 
 def case_results_mark_pruned(*, record_ids: Sequence[int], pruned_at: datetime, days: int) -> None:
-    """Called by triage.retention before the records go: keep when, the age limit and the
+    """Called by triage.upkeep.retention before the records go: keep when, the age limit and the
     group (which outlives its records) on every result that linked one of them."""
     group_of_record = FailureRecord.objects.filter(pk=OuterRef("failure_record_id")).values(
         "group_id"

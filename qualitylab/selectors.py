@@ -131,7 +131,7 @@ class ReadinessIssue:
 
 
 # Quality Lab's own readiness checks of a collection's settings, beside graph-tool-call's
-# checks of its spec. The code is the reason its cases fail with (triage/taxonomy.py).
+# checks of its spec. The code is the reason its cases fail with (triage/vocabulary/taxonomy.py).
 BASE_URL_GAP = ReadinessIssue(
     code="base_url_not_configured",
     severity="error",

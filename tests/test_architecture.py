@@ -22,7 +22,11 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "alerts": ("demo",),
 }
 # The vocabulary imports no model, page or door: only itself and the shared core.
-VOCABULARY = ("triage/taxonomy.py", "triage/lanes.py")
+VOCABULARY = "triage.vocabulary"
+# The pages and the read API are triage's leaves: only triage/urls.py, which routes to them,
+# imports them (settings name the pages' context processors by string).
+LEAVES = ("triage.pages", "triage.api")
+ROUTER = "triage/urls.py"
 CLIENT = ROOT / "client" / "triage_desk_client"
 
 
@@ -57,18 +61,46 @@ def test_each_part_imports_only_what_it_may() -> None:
     assert not broken, "\n".join(broken)
 
 
+def _imported(module: str, names: list[str]) -> set[str]:
+    """The dotted names an import takes: "from triage import taxonomy" takes
+    triage.taxonomy, "from triage.models import ApiKey" triage.models.ApiKey."""
+    return {f"{module}.{name}" for name in names} or {module}
+
+
+def _within(name: str, package: str) -> bool:
+    return name == package or name.startswith(f"{package}.")
+
+
+def _dotted(path: Path) -> str:
+    return ".".join(path.relative_to(ROOT).with_suffix("").parts)
+
+
 def test_the_vocabulary_imports_no_model_page_or_door() -> None:
-    allowed = {"triage.taxonomy", "triage.lanes"}
     broken = []
-    for name in VOCABULARY:
-        for module, names, line in _imports(ROOT / name):
-            # "from triage import taxonomy" imports triage.taxonomy.
-            imported = {f"{module}.{item}" for item in names} if module == "triage" else {module}
+    for path in _modules(ROOT.joinpath(*VOCABULARY.split("."))):
+        for module, names, line in _imports(path):
             outside = {
-                item for item in imported if _top(item) in APPS and _top(item) != "core"
-            } - allowed
+                name
+                for name in _imported(module, names)
+                if _top(name) in APPS and _top(name) != "core" and not _within(name, VOCABULARY)
+            }
             if outside:
-                broken.append(f"{name}:{line} imports {sorted(outside)}")
+                broken.append(f"{path.relative_to(ROOT)}:{line} imports {sorted(outside)}")
+    assert not broken, "\n".join(broken)
+
+
+def test_only_the_urls_import_the_pages_and_the_read_api() -> None:
+    broken = []
+    for part in APPS:
+        for path in _modules(ROOT / part):
+            here = _dotted(path)
+            if str(path.relative_to(ROOT)) == ROUTER:
+                continue
+            for module, names, line in _imports(path):
+                for leaf in LEAVES:
+                    taken = [name for name in _imported(module, names) if _within(name, leaf)]
+                    if taken and not _within(here, leaf):
+                        broken.append(f"{path.relative_to(ROOT)}:{line} imports {sorted(taken)}")
     assert not broken, "\n".join(broken)
 
 
@@ -101,3 +133,6 @@ def test_the_rules_can_fail(tmp_path: Path) -> None:
     found = list(_imports(module))
     assert ("triage.intake.ingest", ["_row_sources"], 1) in found
     assert ("alerts.models", [], 2) in found
+    assert _within("triage.pages.groups", "triage.pages")
+    assert not _within("triage.pagesx", "triage.pages")
+    assert _imported("triage", ["pages"]) == {"triage.pages"}

@@ -5,7 +5,7 @@ from typing import Any
 from django.apps import AppConfig
 from django.utils import translation
 
-from triage import taxonomy
+from triage.vocabulary import taxonomy
 
 
 class TriageConfig(AppConfig):

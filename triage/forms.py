@@ -21,7 +21,7 @@ from django.utils.translation import gettext_lazy as _
 
 from core.collection_names import COLLECTION_NAME_MAX_LENGTH
 from core.fields import clean_shown_link, validate_collection_name
-from triage import taxonomy, timezones
+from triage import timezones
 from triage.models import (
     RELEASE_VERSION_MAX_LENGTH,
     RUNBOOK_NOTE_MAX_LENGTH,
@@ -32,6 +32,7 @@ from triage.models import (
     RunbookSubject,
     ToolPolicy,
 )
+from triage.vocabulary import taxonomy
 
 if TYPE_CHECKING:
     from django.utils.functional import _StrPromise

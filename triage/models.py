@@ -13,8 +13,8 @@ from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy
 
-from triage import taxonomy
-from triage.lanes import most_cautious_lane
+from triage.vocabulary import taxonomy
+from triage.vocabulary.lanes import most_cautious_lane
 
 # Execution states whose outcome nobody knows yet: the work may or may not have happened.
 UNCERTAIN_STATES = ("started_unknown", "partially_completed")
@@ -265,7 +265,7 @@ class FailureGroup(models.Model):
     )
     muted_until = models.DateTimeField(null=True, blank=True)
     mute_remaining_count = models.PositiveIntegerField(null=True, blank=True)
-    # Retention (triage/retention.py) removes old records and takes them out of the counters
+    # Retention (triage/upkeep/retention.py) removes old records and takes them out of the counters
     # above; these say how many it removed and the newest cutoff it applied, so a group whose
     # records are gone can say why. first_seen and last_seen stay as history.
     pruned_count = models.PositiveBigIntegerField(default=0)

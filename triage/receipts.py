@@ -41,7 +41,6 @@ if TYPE_CHECKING:
     from django_stubs_ext import StrOrPromise
 
 # One definition of "completed-like", shared with how ingest gives receipts their lane.
-from triage.lanes import SUCCESS_RESULTS, most_cautious_lane
 from triage.models import (
     AuditEvent,
     FailureGroup,
@@ -52,6 +51,7 @@ from triage.models import (
 )
 from triage.selectors import awaiting_reconciliation
 from triage.timezones import moment_text
+from triage.vocabulary.lanes import SUCCESS_RESULTS, most_cautious_lane
 
 COMPLETED_RESULTS = tuple(sorted(SUCCESS_RESULTS))
 LIST_LIMIT = 50

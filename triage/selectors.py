@@ -27,7 +27,6 @@ from django.utils import timezone
 from django.utils.translation import get_language, gettext, gettext_lazy
 
 from core.http import strong_etag
-from triage import taxonomy
 from triage.models import (
     UNCERTAIN_STATES,
     FailureGroup,
@@ -45,6 +44,7 @@ from triage.models import (
     ToolPolicy,
 )
 from triage.timebins import day_ceil, day_floor, hour_floor
+from triage.vocabulary import taxonomy
 
 
 class FailureFilters(TypedDict, total=False):

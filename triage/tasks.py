@@ -6,7 +6,8 @@ from celery import shared_task
 from django.conf import settings
 from django.utils import timezone
 
-from triage import retention, services
+from triage import services
+from triage.upkeep import retention
 
 
 @shared_task

@@ -2,8 +2,9 @@ from __future__ import annotations
 
 from django.urls import path
 
-from triage import api, views, views_ingestion, views_preferences, views_receipts
+from triage.api import views as api
 from triage.intake import native
+from triage.pages import groups, ingestion, preferences, receipts
 
 app_name = "triage"
 
@@ -24,18 +25,18 @@ api_urlpatterns = [
 ]
 
 urlpatterns = [
-    path("", views.triage_page, name="home"),
-    path("triage/groups/<int:group_id>/", views.group_page, name="group"),
-    path("triage/groups/<int:group_id>/act", views.group_act_view, name="group-act"),
+    path("", groups.triage_page, name="home"),
+    path("triage/groups/<int:group_id>/", groups.group_page, name="group"),
+    path("triage/groups/<int:group_id>/act", groups.group_act_view, name="group-act"),
     path(
         "triage/groups/<int:group_id>/undo/<int:action_id>",
-        views.group_undo_view,
+        groups.group_undo_view,
         name="group-undo",
     ),
-    path("triage/groups/<int:group_id>/runbook", views.group_runbook_view, name="group-runbook"),
-    path("triage/bulk", views.bulk_act_view, name="bulk"),
-    path("triage/bulk/<int:bulk_id>/undo", views.bulk_undo_view, name="bulk-undo"),
-    *views_receipts.urlpatterns,
-    *views_ingestion.urlpatterns,
-    *views_preferences.urlpatterns,
+    path("triage/groups/<int:group_id>/runbook", groups.group_runbook_view, name="group-runbook"),
+    path("triage/bulk", groups.bulk_act_view, name="bulk"),
+    path("triage/bulk/<int:bulk_id>/undo", groups.bulk_undo_view, name="bulk-undo"),
+    *receipts.urlpatterns,
+    *ingestion.urlpatterns,
+    *preferences.urlpatterns,
 ]

@@ -10,7 +10,7 @@ are read by their attributes and class names, never imported.
 - ``classify_exception`` / ``classify_text`` / ``classify_jsonrpc`` / ``failure_for``:
   a ``Failure`` (reason, stage, execution state, evidence) from what the runtime saw.
 - ``derive``: the lane, state, retryable and next action, the same derivation as the
-  desk's ``triage/lanes.py`` (a test checks every combination against it).
+  desk's ``triage/vocabulary/lanes.py`` (a test checks every combination against it).
 - ``envelope``: seed 004's envelope for the agent; ``envelope_item``: the desk's
   ``envelope`` ingest item for the same failure.
 """
@@ -41,7 +41,7 @@ REASONS = (
     "uncaught_server_error",
     "tool_error_unreported",
 )
-# The desk's lane rules (triage/lanes.py) that the taxonomy document does not carry.
+# The desk's lane rules (triage/vocabulary/lanes.py) that the taxonomy document does not carry.
 _TRANSIENT_REASONS = frozenset({"timeout", "network_error", "http_5xx"})
 _WRITE_GRADES = frozenset({"internal_write", "external_write", "privileged"})
 _READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -409,7 +409,7 @@ def effective_side_effect(policy: ToolPolicy, evidence: Mapping[str, Any]) -> st
 
 
 def derive(failure: Failure, *, taxonomy: Taxonomy, policy: ToolPolicy) -> Verdict:
-    """The lane and next action of a failure: ``triage/lanes.py``'s ``classify`` for a
+    """The lane and next action of a failure: ``triage/vocabulary/lanes.py``'s ``classify`` for a
     runtime that sends its own execution state and no lane."""
     info = taxonomy.reason(failure.reason)
     side_effect = effective_side_effect(policy, failure.evidence)

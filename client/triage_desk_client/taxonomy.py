@@ -6,7 +6,7 @@ The snapshot is regenerated from the desk's own code with::
 
     python manage.py taxonomy > client/triage_desk_client/taxonomy.json
 
-and a test fails when it drifts from ``triage.taxonomy.public_document()``.
+and a test fails when it drifts from ``triage.vocabulary.taxonomy.public_document()``.
 
 A ``TaxonomySource`` refreshes from the desk in a background thread, with the ETag, so a
 poll the desk answers ``304`` costs one small request; a refresh that fails is logged and

@@ -16,7 +16,7 @@ from typing import Any, NoReturn, cast
 from qualitylab.engine.cases import CaseSpec, ExecutionContext
 from qualitylab.engine.collection import LoadedCollection
 from qualitylab.engine.spec import GRAPH_TOOL_CALL_VERSION
-from triage import taxonomy
+from triage.vocabulary import taxonomy
 
 Rerank = Callable[[str, list[dict[str, Any]]], list[dict[str, Any]]]
 

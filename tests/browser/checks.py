@@ -11,7 +11,7 @@ from graph_tool_call.learning import SUGGESTION_TYPES
 from playwright.sync_api import expect
 
 from qualitylab.models import CaseMode, LearningMode
-from triage import taxonomy
+from triage.vocabulary import taxonomy
 
 PHONE = 390
 

@@ -39,10 +39,10 @@ from tests.browser.checks import PHONE, assert_stacked, check_table, english_lef
 from tests.browser.conftest import shot
 from tests.factories import failure_item, receipt_item
 from tests.learning.conftest import attempt_item
-from triage import taxonomy
 from triage.intake.ingest import DESK_CHANNEL, DESK_OWNER, batch_ingest
 from triage.models import FailureGroup, GroupStatus, Receipt
 from triage.services import group_act
+from triage.vocabulary import taxonomy
 
 pytestmark = [
     pytest.mark.browser,

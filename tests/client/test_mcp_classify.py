@@ -24,11 +24,11 @@ from triage_desk_client.classify import Failure, ToolPolicy
 from triage_desk_client.taxonomy import EXECUTION_STATES, Taxonomy, bundled
 from urllib3.exceptions import MaxRetryError, NewConnectionError
 
-from triage import taxonomy as desk_taxonomy
 from triage.intake import envelope as desk_envelope
 from triage.intake.normalize import ItemError
-from triage.lanes import Sent, ToolFacts
-from triage.lanes import classify as desk_classify
+from triage.vocabulary import taxonomy as desk_taxonomy
+from triage.vocabulary.lanes import Sent, ToolFacts
+from triage.vocabulary.lanes import classify as desk_classify
 
 REGENERATE = "DJANGO_DEBUG=1 python manage.py taxonomy > client/triage_desk_client/taxonomy.json"
 TAXONOMY = bundled()

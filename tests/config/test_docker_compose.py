@@ -311,7 +311,7 @@ def test_ingest_and_pages_run_as_separately_sized_pools_of_one_image() -> None:
     assert ingest[ingest.index("--workers") + 1] == "${TRIAGE_INGEST_WORKERS:-2}"
     assert ingest[ingest.index("--worker-class") + 1] == "gthread"  # answers 503s while busy
     # The pool ingests as many batches at once as it has workers, whichever worker holds a
-    # connection (triage/capacity.py), and has threads well beyond them: a request that
+    # connection (triage/intake/capacity.py), and has threads well beyond them: a request that
     # cannot get a slot within TRIAGE_INGEST_SLOT_WAIT_SECONDS is answered 503 with
     # Retry-After. With 4 threads, 40 senders' batches waited 6-9 s in gunicorn's queue and
     # none was refused.

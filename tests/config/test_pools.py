@@ -25,7 +25,7 @@ from rest_framework.test import APIClient
 from config.priority import AUTOGROUP_SWITCH
 from tests.factories import failure_item
 from tests.faults.processes import Gunicorn, base_env, wait_until
-from triage import capacity
+from triage.intake import capacity
 from triage.models import FailureRecord
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -19,8 +19,8 @@ from fixes.models import Fix, Verdict
 from learning.models import Suggestion, SuggestionStatus
 from tests.factories import demo_collection, failure_item, receipt_item, runner_event_item
 from triage.models import FailureGroup, FailureRecord, GroupStatus, Runbook, RunnerEvent
-from triage.retention import records_prune
 from triage.services import runbook_set
+from triage.upkeep.retention import records_prune
 
 pytestmark = [pytest.mark.django_db, pytest.mark.services("postgres")]
 

@@ -16,7 +16,7 @@ from qualitylab.engine import plan as engine_plan
 from qualitylab.engine import search as engine_search
 from qualitylab.sandbox import SandboxServer
 from tests.qualitylab.specs import LIST_PULLS_CASE, slash_spec
-from triage import taxonomy
+from triage.vocabulary import taxonomy
 
 # --------------------------------------------------------------------------------------
 # helpers

@@ -28,7 +28,7 @@ from urllib.parse import quote, quote_plus
 
 from hypothesis import strategies as st
 
-from triage import taxonomy
+from triage.vocabulary import taxonomy
 
 UPPER = string.ascii_uppercase
 LOWER = string.ascii_lowercase

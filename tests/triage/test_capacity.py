@@ -1,4 +1,4 @@
-"""triage.capacity: a pool works on a bounded number of batches; a flood beyond it is
+"""triage.intake.capacity: a pool works on a bounded number of batches; a flood beyond it is
 answered 503 ingest_busy with Retry-After, stored nowhere, and served again once a slot frees."""
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from django.core.exceptions import ImproperlyConfigured
 from rest_framework.test import APIClient
 
 from tests.factories import failure_item
-from triage import capacity
-from triage.capacity import ingest_slot
+from triage.intake import capacity
+from triage.intake.capacity import ingest_slot
 from triage.models import FailureRecord, IngestBatch
 
 pytestmark = pytest.mark.django_db
@@ -89,7 +89,7 @@ def test_slots_bound_concurrent_batches_not_requests_in_sequence(
 HOLDER = """
 import sys, django
 django.setup()
-from triage import capacity
+from triage.intake import capacity
 capacity.share_with_pool(int(sys.argv[1]))
 with capacity.ingest_slot():
     print("held", flush=True)

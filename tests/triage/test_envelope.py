@@ -17,7 +17,7 @@ from rest_framework.test import APIClient
 from tests.factories import failure_item
 from triage.intake.envelope import BUILTIN_ENVELOPE_CODES, envelope_codes, reason_for_code
 from triage.models import FailureGroup, FailureRecord, IngestBatch, IngestRejection
-from triage.taxonomy import REASONS
+from triage.vocabulary.taxonomy import REASONS
 
 URL = "/api/v1/ingest"
 pytestmark = pytest.mark.django_db

@@ -100,7 +100,7 @@ def test_an_unmapped_envelope_code_says_how_to_map_it(
     advice = content[content.index('id="unmapped-envelope-code"') :]
     advice = advice[: advice.index("</p>")]
     assert "TRIAGE_ENVELOPE_CODES" in advice and 'href="/ingestion/#unmapped"' in advice
-    assert "triage/taxonomy.py" not in advice
+    assert "triage/vocabulary/taxonomy.py" not in advice
 
 
 def test_the_envelope_is_shown_in_korean(

@@ -16,7 +16,7 @@ from triage.services import api_key_create
 @pytest.mark.services("postgres")
 @pytest.mark.django_db(transaction=True)
 def test_one_batch_sent_three_times_by_ten_threads_is_stored_once(settings: Any) -> None:
-    # Ten batches at once in the database: this process's slots (triage.capacity) must not
+    # Ten batches at once in the database: this process's slots (triage.intake.capacity) must not
     # serialize them, or the race this test is about would never happen.
     settings.TRIAGE_INGEST_CONCURRENT_BATCHES = 10
     _, key = api_key_create(name="concurrent", scopes=["ingest"])

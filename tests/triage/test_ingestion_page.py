@@ -15,7 +15,7 @@ from rest_framework.test import APIClient
 
 from tests.factories import failure_item
 from triage.models import ApiKey, IngestBatch, IngestRejection, RejectionCount
-from triage.views_ingestion import CURL_EXAMPLE_BODY
+from triage.pages.ingestion import CURL_EXAMPLE_BODY
 
 pytestmark = pytest.mark.django_db
 URL = "/ingestion/"
@@ -326,7 +326,7 @@ def test_an_unknown_reason_is_listed_with_a_link_to_the_triage_page(
     numbers = re.findall(r'<td class="num">(\d+)</td>', row.group(1))
     assert numbers == ["2", "3"]  # two groups (tools a and b), three records
     assert 'href="/?q=vendor_quota_dance&amp;status=all&amp;window=30d"' in row.group(1)
-    assert "triage/taxonomy.py" in section
+    assert "triage/vocabulary/taxonomy.py" in section
     assert "http_5xx" not in section  # known reasons are not in the queue
 
 

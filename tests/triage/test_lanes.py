@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from triage.lanes import Sent, ToolFacts, classify, classify_receipt
+from triage.vocabulary.lanes import Sent, ToolFacts, classify, classify_receipt
 
 READ = ToolFacts(side_effect="read")
 WRITE = ToolFacts(side_effect="external_write")

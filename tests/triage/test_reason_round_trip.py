@@ -7,8 +7,8 @@ import json
 import pytest
 from rest_framework.test import APIClient
 
-from triage import taxonomy
 from triage.models import FailureRecord
+from triage.vocabulary import taxonomy
 
 pytestmark = pytest.mark.django_db
 

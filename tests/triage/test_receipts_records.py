@@ -16,9 +16,9 @@ from rest_framework.test import APIClient
 from tests.factories import failure_item, receipt_item
 from tests.triage.test_receipts import PAGE, _failure, _ingest, _record, _uncertain, _user
 from triage import receipts
-from triage.lanes import most_cautious_lane
 from triage.models import FailureGroup, Receipt, Reconciliation
 from triage.services import ReconcileError, receipt_reconcile
+from triage.vocabulary.lanes import most_cautious_lane
 
 pytestmark = pytest.mark.django_db
 

@@ -26,7 +26,6 @@ from django.utils import timezone
 
 from qualitylab.models import CaseResult, CaseRun, Collection, CollectionVersion, QualityCase
 from tests.factories import failure_item, runner_event_item
-from triage import retention
 from triage.intake.ingest import batch_ingest
 from triage.models import (
     FailureGroup,
@@ -40,6 +39,7 @@ from triage.models import (
     RunnerEvent,
 )
 from triage.tasks import prune_old_records
+from triage.upkeep import retention
 
 DAYS = 90
 # Half past an hour in the past: the cutoff splits its hour, so that bucket is only partly

@@ -1,4 +1,4 @@
-"""The vocabulary in triage.taxonomy against its sources: the two seeds and the engine.
+"""The vocabulary in triage.vocabulary.taxonomy against its sources: the two seeds and the engine.
 
 The seeds are the contract, so a copy of each lives beside the tests (tests/seeds/) and is
 always read: no test here skips. The same codes are also typed out below, and the
@@ -22,8 +22,8 @@ import pytest
 from graph_tool_call.graphify import catalog
 from graph_tool_call.plan import synthesizer
 
-from triage import taxonomy
-from triage.taxonomy import (
+from triage.vocabulary import taxonomy
+from triage.vocabulary.taxonomy import (
     EXECUTION_STATE_MEANING,
     EXECUTION_STATES,
     LANE_INFO,
@@ -678,7 +678,7 @@ def test_plan_synthesis_error_subclasses_report_the_synthesize_stage() -> None:
 
 
 def test_adapter_reasons_are_the_desks_own_and_documented() -> None:
-    from triage.taxonomy import ORIGINS, adapter_reasons
+    from triage.vocabulary.taxonomy import ORIGINS, adapter_reasons
 
     assert ORIGINS == ("catalog", "engine", "adapter")
     concepts = (Path(__file__).resolve().parents[2] / "docs" / "concepts.md").read_text(

@@ -1,4 +1,4 @@
-"""GET /api/v1/taxonomy, `triage.taxonomy.public_document()` and `manage.py taxonomy`."""
+"""GET /api/v1/taxonomy, `triage.vocabulary.taxonomy.public_document()` and `manage.py taxonomy`."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from django.test import Client, override_settings
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from triage import taxonomy
 from triage.intake.envelope import BUILTIN_ENVELOPE_CODES
 from triage.models import ApiKey
+from triage.vocabulary import taxonomy
 
 URL = "/api/v1/taxonomy"
 pytestmark = pytest.mark.django_db

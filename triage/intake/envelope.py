@@ -32,10 +32,10 @@ from typing import Any
 from django.conf import settings
 
 from core.http import strong_etag
-from triage import taxonomy
 from triage.intake.normalize import FailureFields, ItemError, parse_failure
-from triage.lanes import Classification, most_cautious_lane
 from triage.storable import identifier_problem
+from triage.vocabulary import taxonomy
+from triage.vocabulary.lanes import Classification, most_cautious_lane
 
 ENVELOPE_STATUSES: tuple[str, ...] = ("failed", "uncertain", "blocked")
 # Where an envelope item keeps the envelope in the record's `extra`.
@@ -378,7 +378,7 @@ def _depth(value: Any) -> int:
 
 
 def taxonomy_document() -> tuple[dict[str, Any], str]:
-    """What GET /api/v1/taxonomy answers (`triage.taxonomy.public_document()` plus the
+    """What GET /api/v1/taxonomy answers (`triage.vocabulary.taxonomy.public_document()` plus the
     code table in force as `envelope_codes`), and its strong ETag (a hash of it)."""
     return _taxonomy_document(tuple(sorted(envelope_codes().items())))
 

@@ -34,7 +34,7 @@ class QuotaExceeded(exceptions.Throttled):
 
 
 class IngestBusy(exceptions.APIException):
-    """Every ingest slot of the pool is taken (triage.capacity); retry after `wait` s."""
+    """Every ingest slot of the pool is taken (triage.intake.capacity); retry after `wait` s."""
 
     status_code = status.HTTP_503_SERVICE_UNAVAILABLE
     default_detail = "The desk is ingesting at capacity; retry after Retry-After seconds."

@@ -28,7 +28,6 @@ from django.db.models import JSONField, Model, Q
 from django.utils import timezone
 
 from core.sql import row_sources
-from triage import taxonomy
 from triage.intake.envelope import EXTRA_KEY as ENVELOPE_KEY
 from triage.intake.envelope import envelope_contradictions, parse_envelope
 from triage.intake.normalize import (
@@ -43,7 +42,6 @@ from triage.intake.normalize import (
     parse_receipt,
     parse_runner_event,
 )
-from triage.lanes import ToolFacts, classify, classify_receipt
 from triage.models import (
     ApiKey,
     AuditEvent,
@@ -72,6 +70,8 @@ from triage.storable import (
     storable_label,
 )
 from triage.timebins import day_floor, hour_floor
+from triage.vocabulary import taxonomy
+from triage.vocabulary.lanes import ToolFacts, classify, classify_receipt
 
 ACCEPTED = "accepted"
 DUPLICATE = "duplicate"

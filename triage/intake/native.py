@@ -8,14 +8,14 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from triage.capacity import ingest_slot
 from triage.intake.auth import ApiKeyAuthentication, HasIngestScope
+from triage.intake.capacity import ingest_slot
 from triage.intake.errors import InvalidBatch, PayloadTooLarge, QuotaExceeded
 from triage.intake.ingest import batch_ingest
 from triage.intake.parsers import IngestJSONParser, receive_body
 from triage.intake.quota import quota_consume
+from triage.intake.serializers import IngestRequestSerializer, IngestResponseSerializer
 from triage.models import ApiKey
-from triage.serializers import IngestRequestSerializer, IngestResponseSerializer
 
 _ERROR = OpenApiResponse(description='{"error": {"code": ..., "message": ...}}')
 

@@ -16,9 +16,9 @@ from typing import Any
 from django.utils.dateparse import parse_datetime
 
 from core.collection_names import INVALID_COLLECTION_NAME, collection_name_problem
-from triage import taxonomy
 from triage.intake.runner_events import failure_from_runner_event
-from triage.lanes import Sent
+from triage.vocabulary import taxonomy
+from triage.vocabulary.lanes import Sent
 
 ITEM_TYPES = ("failure", "runner_event", "receipt", "audit_event", "envelope")
 _CODE_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,100}\Z")

@@ -39,8 +39,8 @@ from rest_framework.request import Request
 from rest_framework.views import APIView
 
 from core.json_limits import JSONTooDeep, loads_bounded
-from triage.capacity import ingest_slot
 from triage.intake.auth import ApiKeyAuthentication, HasIngestScope
+from triage.intake.capacity import ingest_slot
 from triage.intake.errors import (
     InvalidBatch,
     PayloadTooLarge,

@@ -90,9 +90,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
-from triage import taxonomy
 from triage.intake.normalize import ItemError
 from triage.intake.runner_events import failure_from_runner_event
+from triage.vocabulary import taxonomy
 
 SOURCE = "otlp"
 MAX_SPAN_ATTRIBUTES = 256  # twice the OpenTelemetry SDK's default attribute count limit

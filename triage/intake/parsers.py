@@ -55,7 +55,7 @@ def _gunzip_limited(data: bytearray, limit: int) -> bytearray:
 
 
 def receive_body(request: Any, *, chunked: bool) -> None:
-    """Read the raw body now, before the view waits for an ingest slot (triage.capacity);
+    """Read the raw body now, before the view waits for an ingest slot (triage.intake.capacity);
     every door calls this first, and its parser then reads the body through read_body.
 
     Reading goes at the client's pace and costs no CPU: read first, a slow upload holds no

@@ -41,7 +41,7 @@ the event type decides *whether* there is a failure, the metadata only *which* o
 Classification (DESIGN section 5), first match wins
 ---------------------------------------------------
 1. ``trace_metadata.failure_reason`` (or a top-level ``failure_reason``): the reason as
-   sent; the stage from the taxonomy (``triage.taxonomy.reason_info``). For a reason the
+   sent; the stage from the taxonomy (``triage.vocabulary.taxonomy.reason_info``). For a reason the
    catalog does not know: ``execute`` when
    an HTTP status or a ``tool`` error is present, else the event's own stage if it is a
    real one (not the engine's generic ``"runner"``), else the stage derived in step 3.
@@ -99,7 +99,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from triage import taxonomy
+from triage.vocabulary import taxonomy
 
 FAILURE_EVENT_TYPES: frozenset[str] = frozenset({"step.failed", "step.skipped", "plan.aborted"})
 """Event types that can describe a failure. ``step.failed`` and ``step.skipped`` always

@@ -16,7 +16,6 @@ from django.utils.timezone import localtime
 from django.utils.translation import get_language, gettext, ngettext, pgettext
 from django.utils.translation import gettext as _
 
-from triage import taxonomy
 from triage.models import GroupAction, GroupStatus
 from triage.timezones import (
     MOMENT_FORMATS,
@@ -25,6 +24,7 @@ from triage.timezones import (
     moment_title,
     relative_text,
 )
+from triage.vocabulary import taxonomy
 
 register = template.Library()
 

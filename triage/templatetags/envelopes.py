@@ -9,8 +9,8 @@ from django import template
 from django.utils.html import conditional_escape
 from django.utils.safestring import SafeString, mark_safe
 
-from triage import taxonomy
 from triage.intake.envelope import EXTRA_KEY
+from triage.vocabulary import taxonomy
 
 register = template.Library()
 

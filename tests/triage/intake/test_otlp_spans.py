@@ -21,8 +21,8 @@ from tests.triage.intake.otlp_helpers import (
     record,
     request_of,
 )
-from triage import taxonomy
 from triage.intake.otlp_spans import CONVENTIONS, MAX_SPAN_VALUES, map_export
+from triage.vocabulary import taxonomy
 
 
 def only_body(request: ExportTraceServiceRequest) -> dict[str, Any]:

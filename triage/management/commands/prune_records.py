@@ -9,7 +9,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from triage.models import RetentionRun, RetentionStatus
-from triage.retention import records_prune, records_prune_preview
+from triage.upkeep.retention import records_prune, records_prune_preview
 
 
 def _when(moment: datetime) -> str:

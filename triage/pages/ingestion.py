@@ -22,10 +22,13 @@ from django.utils.translation import gettext
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from core.http import is_partial
-from triage import ingestion, retention, roles, selectors, taxonomy
+from triage import roles, selectors
 from triage.forms import ApiKeyCreateForm, IngestionQueryForm, PolicyQueryForm, ToolPolicyForm
 from triage.models import ApiKey, ToolPolicy
+from triage.pages import ingestion_selectors
 from triage.services import ApiKeyError, api_key_create, api_key_revoke
+from triage.upkeep import retention
+from triage.vocabulary import taxonomy
 
 VIEW_LEDGER = "triage.view_ingestbatch"
 VIEW_POLICIES = "triage.view_toolpolicy"
@@ -69,8 +72,8 @@ def _render_ingestion(
     before, selected = valid.get("before"), valid.get("batch")
     if query_form.errors and status == 200:
         status = 400  # the page shows what it refused
-    ledger = ingestion.ingest_ledger(before_id=before)
-    detail = ingestion.ingest_batch_detail(batch_id=selected) if selected else None
+    ledger = ingestion_selectors.ingest_ledger(before_id=before)
+    detail = ingestion_selectors.ingest_batch_detail(batch_id=selected) if selected else None
     context: dict[str, Any] = {
         "ledger": ledger,
         "before": before,
@@ -84,11 +87,11 @@ def _render_ingestion(
     can_manage = request.user.has_perm(roles.MANAGE_API_KEYS)
     context.update(
         {
-            "totals": ingestion.ingest_totals(since=timezone.now() - timedelta(hours=24)),
+            "totals": ingestion_selectors.ingest_totals(since=timezone.now() - timedelta(hours=24)),
             "rejected_codes": selectors.rejections_by_code(),
-            "api_keys": list(ingestion.api_keys_list()),
+            "api_keys": list(ingestion_selectors.api_keys_list()),
             "now": timezone.now(),
-            "unmapped": ingestion.unmapped_reasons_queue(),
+            "unmapped": ingestion_selectors.unmapped_reasons_queue(),
             "adapter_reasons": taxonomy.adapter_reasons(),
             "can_manage_keys": can_manage,
             "create_form": (create_form or ApiKeyCreateForm()) if can_manage else None,
@@ -169,7 +172,7 @@ def policies_page(request: HttpRequest) -> HttpResponse:
     query_form = PolicyQueryForm(request.GET)
     text = query_form.cleaned_data["q"].strip() if query_form.is_valid() else ""
     context = {
-        "policies": list(ingestion.tool_policies(text=text)),
+        "policies": list(ingestion_selectors.tool_policies(text=text)),
         "q": text,
         "query_form": query_form,
         "can_add": request.user.has_perm(roles.ADD_TOOL_POLICY),
@@ -207,7 +210,7 @@ def _policy_form_page(request: HttpRequest, *, policy: ToolPolicy | None) -> Htt
                 f"{reverse('triage:policies')}?{urlencode({'q': saved.tool})}"
             )
     # A duplicate (collection, tool) is the likeliest error: link to the policy to edit instead.
-    existing = ingestion.tool_policy_for(
+    existing = ingestion_selectors.tool_policy_for(
         collection=form.cleaned_data.get("collection", ""),
         tool=form.cleaned_data.get("tool", ""),
         other_than=policy,

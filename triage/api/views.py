@@ -24,17 +24,17 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.collection_names import collection_name_problem
-from triage import taxonomy
-from triage.intake.auth import ApiKeyAuthentication, HasIngestScope, HasReadScope
-from triage.intake.envelope import taxonomy_document
-from triage.models import ApiKey
-from triage.selectors import FailureFilters, failures_list, groups_list, tool_policy_document
-from triage.serializers import (
+from triage.api.serializers import (
     FailureFilterSerializer,
     FailureGroupSerializer,
     FailureRecordSerializer,
 )
+from triage.intake.auth import ApiKeyAuthentication, HasIngestScope, HasReadScope
+from triage.intake.envelope import taxonomy_document
+from triage.models import ApiKey
+from triage.selectors import FailureFilters, failures_list, groups_list, tool_policy_document
 from triage.services import ReleaseError, release_declare
+from triage.vocabulary import taxonomy
 
 
 class _NewestFirst(CursorPagination):

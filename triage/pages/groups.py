@@ -23,7 +23,7 @@ from django_htmx.http import push_url
 
 from core.drafts import draft_keep, draft_take, errors_in_words
 from core.http import is_partial
-from triage import roles, selectors, taxonomy
+from triage import roles, selectors
 from triage.badges import tool_badges
 from triage.forms import (
     RUNBOOK_SCOPE_COLLECTION,
@@ -46,6 +46,7 @@ from triage.services import (
     runbook_set,
 )
 from triage.timezones import local_moment, local_span
+from triage.vocabulary import taxonomy
 
 BULK_ACTIONS = ("acknowledge", "resolve", "mute", "reopen", "assign")
 

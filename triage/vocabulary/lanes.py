@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from triage import taxonomy
+from triage.vocabulary import taxonomy
 
 # Reasons whose lane depends on whether the tool writes and whether the request was sent.
 _TRANSIENT_REASONS = frozenset({"timeout", "network_error", "http_5xx"})
