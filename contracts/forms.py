@@ -3,7 +3,8 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
-from django.utils.translation import gettext_lazy
+from django.utils.functional import lazy
+from django.utils.translation import gettext, gettext_lazy
 
 from contracts.models import FindingKind
 from contracts.selectors import DEFAULT_DAYS, MAX_DAYS, ContractsFilters
@@ -12,16 +13,18 @@ from triage.storable import identifier_problem
 
 
 def window_days_field(maximum: int) -> forms.IntegerField:
-    """A window of 1 to `maximum` days, optional (each form says its default)."""
+    """A window of 1 to `maximum` days, optional (each form says its default). Too short or
+    too long, the message names both ends (the limit Django passes is the one crossed)."""
+    message = lazy(
+        lambda: gettext("The window is 1 to %(limit_value)s days.") % {"limit_value": maximum},
+        str,
+    )()
     return forms.IntegerField(
         required=False,
         min_value=1,
         max_value=maximum,
         label=gettext_lazy("days"),
-        error_messages={
-            "min_value": gettext_lazy("The window is 1 to %(limit_value)s days."),
-            "max_value": gettext_lazy("The window is 1 to %(limit_value)s days."),
-        },
+        error_messages={"min_value": message, "max_value": message},
     )
 
 

@@ -105,6 +105,7 @@ def _pages(ids: dict[str, Any]) -> dict[str, str]:
         "alert-rule-edit": f"/alerts/rules/{ids['alert_rule']}/edit",
         "alert-channel-edit": f"/alerts/channels/{ids['alert_channel']}/edit",
         "contracts": "/contracts/",
+        "fixes": "/fixes/",
         "contract-findings": "/contracts/findings",
     }
 

@@ -55,4 +55,4 @@ def test_the_demo_verifies_the_shops_detail_fix_with_a_case_made_from_it(
     quality_services.run_execute(run_id=run.pk)  # the worker's work, here
     fix.refresh_from_db()
     assert fix.verification == Verification.PASSED
-    assert FailureGroup.objects.get(pk=fix.group_id).status == "resolved"
+    assert fix.group is not None and fix.group.status == "resolved"

@@ -142,6 +142,9 @@ def test_the_fixes_page_lists_and_tallies_and_refuses_bad_filters(
     ):
         assert viewer.get(f"/fixes/?{bad}").status_code == 400, bad
     assert viewer.get("/fixes/?kind=other").content.decode().count('id="fix-') == 0
+    # Too short or too long, the message names both ends.
+    for days in ("0", "401"):
+        assert "The window is 1 to 400 days." in viewer.get(f"/fixes/?days={days}").content.decode()
 
 
 def test_the_api_answers_the_same_and_refuses_with_codes(
@@ -175,3 +178,12 @@ def test_the_api_answers_the_same_and_refuses_with_codes(
     assert refused.status_code == 400
     assert refused.json()["error"]["code"] == "max_value"
     assert refused.json()["error"]["field"] == "days"
+
+
+def test_a_refused_resolve_keeps_the_release_chosen(client_as: Any, group: FailureGroup) -> None:
+    Release.objects.create(collection="shop", version="1.4", deployed_at="2026-03-02T09:00Z")
+    operator = client_as("operator")
+    response, said = resolve(operator, group, resolve_in="release:1.4", fix_kind="code_change")
+    assert any("needs its link" in message for message in said)
+    page = operator.get(f"/triage/groups/{group.pk}/").content.decode()
+    assert '<option value="release:1.4" selected>' in page
