@@ -83,6 +83,7 @@ bench: install
 	$(PY) bench/ingest.py --strict || status=1; \
 	$(PY) bench/qualitylab.py --strict || status=1; \
 	$(PY) bench/mcp_middleware.py --strict || status=1; \
+	$(PY) bench/reporter.py --strict || status=1; \
 	$(PY) bench/scrub.py --strict || status=1; \
 	$(PY) bench/alerts.py --strict || status=1; \
 	exit $$status

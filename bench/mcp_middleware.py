@@ -62,6 +62,7 @@ from bench.ingest import (  # noqa: E402
     serve,
     stored_counts,
 )
+from bench.verdict import Verdicts, add_strict_argument  # noqa: E402
 
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/triage_bench_mcp"
 TARGET_ADDED_P99_US = 1000.0
@@ -191,7 +192,7 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=3000, help="timed calls per server")
     parser.add_argument("--database-url", default=DEFAULT_DATABASE_URL)
     parser.add_argument("--json", metavar="OUT", help="also write the results to OUT as JSON")
-    parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
+    add_strict_argument(parser)
     args = parser.parse_args()
 
     sdk_logger = logging.getLogger(SDK_TOOL_LOGGER)
@@ -226,26 +227,38 @@ def main() -> int:
             f"{row.added_p99_us:>11.0f}{row.enqueue_p50_us:>9.0f}{row.enqueue_p99_us:>9.0f}"
             f"{row.contract_worst_us:>10.0f}"
         )
-    verdicts = {
-        f"desk {row.desk}: added p99 under {TARGET_ADDED_P99_US:.0f} us": row.added_p99_us
-        < TARGET_ADDED_P99_US
-        for row in rows
-    }
-    for verdict, met in verdicts.items():
-        print(f"{'met' if met else 'MISSED'}: {verdict}")
+    # A server whose calls were not all delivered (or stored) is BROKEN: no figure of it.
+    verdicts = Verdicts()
+    for desk in ("up", "down"):
+        verdicts.check(
+            f"desk {desk}", [f"desk {desk} failed (errors above)"] if desk in broken else []
+        )
+    for row in rows:
+        judge_added(verdicts, row)
     if args.json:
         report = {
             "bench": "mcp_middleware",
             "calls": args.calls,
             "rows": [asdict(row) for row in rows],
             "target_added_p99_us": TARGET_ADDED_P99_US,
-            "verdicts": verdicts,
             "broken": broken,
         }
         Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    if broken:
-        return 2
-    return 1 if args.strict and not all(verdicts.values()) else 0
+    return verdicts.exit_status(
+        strict=args.strict, results_dir=args.results_dir, bench="mcp_middleware"
+    )
+
+
+def judge_added(verdicts: Verdicts, row: Row) -> None:
+    verdicts.target(
+        f"desk {row.desk}: added p99",
+        needs=(f"desk {row.desk}",),
+        judge=lambda: (
+            row.added_p99_us < TARGET_ADDED_P99_US,
+            f"desk {row.desk}: the middleware adds {row.added_p99_us:.0f} us at p99 "
+            f"< {TARGET_ADDED_P99_US:.0f} us (enqueue p50 {row.enqueue_p50_us:.0f} us)",
+        ),
+    )
 
 
 if __name__ == "__main__":

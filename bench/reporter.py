@@ -86,12 +86,14 @@ from bench.ingest import (  # noqa: E402
     serve,
     stored_counts,
 )
+from bench.verdict import Verdicts, add_strict_argument  # noqa: E402
 
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/triage_bench_reporter"
 BATCH = 500
 TARGET_P99_US = 50.0
 TARGET_WORST_US = 5000.0
 TARGET_RATIO = 0.8
+DESKS = ("desk up", "desk down")
 SLOW_US = 1000  # calls over 1 ms are counted, with what the OS did meanwhile
 
 
@@ -298,7 +300,7 @@ def main() -> int:
     )
     parser.add_argument("--database-url", default=DEFAULT_DATABASE_URL)
     parser.add_argument("--json", metavar="OUT", help="also write the results to OUT as JSON")
-    parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
+    add_strict_argument(parser)
     args = parser.parse_args()
     modes = list(DURABILITIES) if args.durability == "both" else [args.durability]
 
@@ -380,80 +382,71 @@ def main() -> int:
     for row in deliveries:
         check = "ok" if row.consistent else "MISMATCH"
         print(f"{row.path:<24}{row.seconds:>9.2f}{row.rate:>11.0f}  {check}")
-    if broken:
-        # A path that lost or refused items, or stored the wrong rows, measured nothing: no
-        # ratio or verdict is printed from it, whatever --strict says.
-        print(f"BROKEN: {', '.join(sorted(set(broken)))} failed (errors above); no ratio printed")
-        write_json(args, costs, deliveries, {}, broken, load)
-        return 2
+    # Each path and each caller measurement is checked (delivered, stored, on disk) before
+    # any figure of it counts: a broken one prints BROKEN and no ratio is computed from it.
+    verdicts = Verdicts()
+    for name in [*paths, *(f"{mode}, {label}" for mode in modes for label in DESKS)]:
+        verdicts.check(name, [f"{name} failed (errors above)"] if name in broken else [])
 
     def best(path: str) -> Delivery:
         return max((row for row in deliveries if row.path == path), key=lambda row: row.rate)
 
-    direct, single = best("direct, 2 connections"), best("direct, 1 connection")
-    verdicts: dict[str, Any] = {}
-    checks: list[str] = []
-    ok = True
-    for mode in modes:
+    def mode_verdicts(mode: str) -> None:
+        direct = best("direct, 2 connections")
         reporter = best(reporter_path(mode))
         ratio = reporter.rate / direct.rate if direct.rate else 0.0
-        print(
-            f"\nbest of {args.repeat}, {mode}: reporter / direct (2 connections) = {ratio:.2f}x, "
-            f"reporter / direct (1 connection) = {reporter.rate / single.rate:.2f}x"
+        verdicts.target(
+            f"{mode} delivery",
+            needs=("direct, 2 connections", reporter_path(mode)),
+            judge=lambda: (
+                ratio >= TARGET_RATIO,
+                f"{mode} delivery: reporter / direct (2 connections) {ratio:.2f}x "
+                f">= {TARGET_RATIO}x",
+            ),
         )
-        best_cost = {
-            label: min(
-                (c for c in costs if c.label == label and c.durability == mode),
-                key=lambda c: c.p99_us,
+        for label in DESKS:
+            judge_caller(
+                verdicts,
+                mode,
+                label,
+                [c for c in costs if (c.label, c.durability) == (label, mode)],
             )
-            for label in ("desk up", "desk down")
-        }
-        # The worst call is judged over every round, not the best one: it is a bound.
-        worst = {
-            label: max(c.worst_us for c in costs if c.label == label and c.durability == mode)
-            for label in ("desk up", "desk down")
-        }
-        for label, cost in best_cost.items():
-            p99_ok = cost.p99_us < TARGET_P99_US
-            worst_ok = worst[label] < TARGET_WORST_US
-            ok = ok and p99_ok and worst_ok
-            checks.append(
-                f"{mode} p99 {label} {cost.p99_us:.1f} us < {TARGET_P99_US:.0f}: "
-                f"{'PASS' if p99_ok else 'MISS'}"
-            )
-            checks.append(
-                f"{mode} worst {label} {worst[label]:.0f} us < {TARGET_WORST_US:.0f}: "
-                f"{'PASS' if worst_ok else 'MISS'}"
-            )
-        rate_ok = ratio >= TARGET_RATIO
-        ok = ok and rate_ok
-        checks.append(
-            f"{mode} delivery {ratio:.2f}x >= {TARGET_RATIO}x: {'PASS' if rate_ok else 'MISS'}"
-        )
-        verdicts[mode] = {
-            "delivery_ratio": ratio,
-            "delivery_ratio_one_connection": reporter.rate / single.rate,
-            "best_p99_us": {label: cost.p99_us for label, cost in best_cost.items()},
-            "worst_us": worst,
-        }
-        print(
-            f"floor, in the same runs ({mode}): "
-            + "; ".join(
-                f"{label} p99 {cost.floor_p99_us:.1f} us, "
-                f"report() p99 / floor p99 = {cost.ratio:.2f}x"
-                for label, cost in best_cost.items()
-            )
-        )
-    print("check: " + "; ".join(checks))
-    write_json(args, costs, deliveries, verdicts, broken, load)
-    return 1 if args.strict and not ok else 0
+
+    if not verdicts.broken:
+        print()
+        for mode in modes:
+            mode_verdicts(mode)
+    write_json(args, costs, deliveries, broken, load)
+    return verdicts.exit_status(strict=args.strict, results_dir=args.results_dir, bench="reporter")
+
+
+def judge_caller(verdicts: Verdicts, mode: str, label: str, rounds: list[CallerCost]) -> None:
+    """The caller's p99 (its best round) and worst call (over every round: it is a bound)."""
+    cost = min(rounds, key=lambda c: c.p99_us)
+    worst = max(c.worst_us for c in rounds)
+    verdicts.target(
+        f"{mode} p99 {label}",
+        needs=(f"{mode}, {label}",),
+        judge=lambda: (
+            cost.p99_us < TARGET_P99_US,
+            f"{mode} p99 {label} {cost.p99_us:.1f} us < {TARGET_P99_US:.0f} us "
+            f"(floor p99 {cost.floor_p99_us:.1f} us, {cost.ratio:.2f}x)",
+        ),
+    )
+    verdicts.target(
+        f"{mode} worst {label}",
+        needs=(f"{mode}, {label}",),
+        judge=lambda: (
+            worst < TARGET_WORST_US,
+            f"{mode} worst {label} {worst:.0f} us < {TARGET_WORST_US:.0f} us",
+        ),
+    )
 
 
 def write_json(
     args: argparse.Namespace,
     costs: list[CallerCost],
     deliveries: list[Delivery],
-    verdicts: dict[str, Any],
     broken: list[str],
     load: dict[str, list[float]],
 ) -> None:
@@ -473,7 +466,6 @@ def write_json(
         },
         "caller": [asdict(cost) | {"p99_over_floor": cost.ratio} for cost in costs],
         "delivery": [asdict(row) | {"rate": row.rate} for row in deliveries],
-        "verdicts": verdicts,
         "broken": sorted(set(broken)),
     }
     Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")

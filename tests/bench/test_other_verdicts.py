@@ -143,3 +143,50 @@ def test_an_error_while_timing_breaks_the_size(capsys: pytest.CaptureFixture[str
     failed = size(1_000_000, 1_000_000, 50.0, problems=["API groups, recently seen: HTTP 500"])
     found = triage_scale.report([size(100_000, 100_000, 40.0), failed])
     assert found.exit_status(strict=False) == EXIT_BROKEN
+
+
+# --- the reporter and the MCP middleware ------------------------------------------------
+
+
+def test_the_reporters_worst_call_is_judged_over_every_round_and_a_broken_one_never() -> None:
+    from bench.reporter import CallerCost, judge_caller
+    from bench.verdict import Verdicts
+
+    def cost(p99: float, worst: float) -> CallerCost:
+        return CallerCost(
+            label="desk up", calls=1000, p50_us=40.0, p99_us=p99, worst_us=worst,
+            floor_p50_us=30.0, floor_p99_us=35.0,
+        )  # fmt: skip
+
+    said: list[str] = []
+    verdicts = Verdicts(say=said.append)
+    verdicts.check("append, desk up", [])
+    judge_caller(verdicts, "append", "desk up", [cost(45.0, 900.0), cost(60.0, 7000.0)])
+    assert verdicts.judged == [("append p99 desk up", True), ("append worst desk up", False)]
+    assert verdicts.exit_status(strict=True) == EXIT_MISSED
+
+    broken = Verdicts(say=said.append)
+    broken.check("append, desk up", ["append, desk up failed (errors above)"])
+    judge_caller(broken, "append", "desk up", [cost(45.0, 900.0)])
+    assert broken.judged == [("append p99 desk up", False), ("append worst desk up", False)]
+    assert broken.exit_status(strict=False) == EXIT_BROKEN
+
+
+def test_the_middlewares_added_p99_is_judged_only_on_a_server_that_delivered() -> None:
+    from bench.mcp_middleware import Row, judge_added
+    from bench.verdict import Verdicts
+
+    row = Row(
+        desk="up", calls=100, bare_p50_us=200, bare_p99_us=400, bare_worst_us=900,
+        contract_p50_us=280, contract_p99_us=600, contract_worst_us=1500,
+        added_p50_us=80, added_p99_us=200, enqueue_p50_us=80, enqueue_p99_us=120,
+    )  # fmt: skip
+    verdicts = Verdicts(say=lambda line: None)
+    verdicts.check("desk up", [])
+    judge_added(verdicts, row)
+    assert verdicts.judged == [("desk up: added p99", True)]
+    assert verdicts.exit_status(strict=True) == EXIT_MET
+    broken = Verdicts(say=lambda line: None)
+    broken.check("desk up", ["desk up failed (errors above)"])
+    judge_added(broken, row)
+    assert broken.exit_status(strict=True) == EXIT_BROKEN

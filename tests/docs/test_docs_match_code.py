@@ -15,11 +15,12 @@ from django.core.management import call_command
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
-# benchmarks.md is a dated record of runs: it names files as they were then.
-HISTORY = {DOCS / "benchmarks.md"}
 CODE_SPAN = re.compile(r"`([^`\n]+)`")
 FENCE = re.compile(r"^```.*?^```", re.MULTILINE | re.DOTALL)
-APPS = ("config", "triage", "learning", "qualitylab", "alerts", "contracts", "triage_desk_client")
+APPS = (
+    "config", "core", "triage", "learning", "qualitylab", "alerts", "contracts", "fixes",
+    "triage_desk_client",
+)  # fmt: skip
 DOTTED = re.compile(rf"((?:{'|'.join(APPS)})(?:\.[A-Za-z_]\w*)+)(?:\(.*\))?")
 # Dotted words in backticks that are fields, not code.
 NOT_CODE = {"learning.expected_target"}
@@ -72,8 +73,6 @@ def test_the_concepts_pages_list_every_reason_as_the_taxonomy_classifies_it() ->
 def _code_spans() -> list[tuple[Path, str]]:
     spans = []
     for page in sorted(DOCS.rglob("*.md")):
-        if page in HISTORY:
-            continue
         text = FENCE.sub("", page.read_text(encoding="utf-8"))
         spans += [(page, match.group(1)) for match in CODE_SPAN.finditer(text)]
     return spans
