@@ -9,6 +9,7 @@ from typing import Any
 from django.db import transaction
 from django.utils.translation import gettext
 
+from fixes import measure
 from fixes.models import Fix, FixKind, Verification
 from qualitylab.models import CaseRun, Collection, QualityCase
 from qualitylab.services import CollectionError, QueueUnavailable, run_start
@@ -155,7 +156,8 @@ def fix_verify(*, fix: Fix, actor: Any) -> Fix:
 
 
 def _fix_create(*, group: FailureGroup, actor: Any, **fields: Any) -> Fix:
-    return Fix.objects.create(
+    """The fix, measured at once: its page shows the span before it from the start."""
+    fix = Fix.objects.create(
         group=group,
         collection=group.collection,
         tool=group.tool,
@@ -163,3 +165,4 @@ def _fix_create(*, group: FailureGroup, actor: Any, **fields: Any) -> Fix:
         actor_label=actor.get_username() if actor is not None else "",
         **fields,
     )
+    return measure.fix_measure(fix)
