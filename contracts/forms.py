@@ -9,7 +9,7 @@ from django.utils.translation import gettext, gettext_lazy
 from contracts.models import FindingKind
 from contracts.selectors import DEFAULT_DAYS, MAX_DAYS, ContractsFilters
 from core.collection_names import collection_name_problem
-from triage.storable import identifier_problem
+from core.storable import identifier_problem
 
 
 def window_days_field(maximum: int) -> forms.IntegerField:

@@ -27,10 +27,10 @@ from typing import Any
 from django.db import transaction
 from graph_tool_call.learning import normalize_query_family, stable_hash
 
+from core.storable import replace_unstorable_text
 from learning.models import AttemptSource, LearningAttempt
 from triage.intake.normalize import BodyReader, ItemError
 from triage.models import IngestBatch
-from triage.storable import replace_unstorable_text
 
 ITEM_TYPE = "learning_attempt"
 QUALITY_LAB_CHANNEL = "quality_lab"
@@ -62,7 +62,7 @@ class AttemptFields:
     occurred_at: datetime
     carried_secret: bool
     extra: dict[str, Any]
-    # Fields where NUL or lone surrogates were replaced (triage.storable).
+    # Fields where NUL or lone surrogates were replaced (triage.intake.storable).
     replaced_characters: list[str] = field(default_factory=list)
 
 
@@ -163,7 +163,7 @@ def parse_attempt(body: Mapping[str, Any], *, now: datetime) -> AttemptFields:
         source=reader.choice("source", tuple(AttemptSource.values)) or AttemptSource.RUNTIME,
         query=query,
         query_family=family,
-        # The family is stored with NUL and lone surrogates replaced (triage.storable);
+        # The family is stored with NUL and lone surrogates replaced (triage.intake.storable);
         # its fingerprint is of that text (the library's hash cannot encode surrogates).
         query_fingerprint=fingerprint or stable_hash(replace_unstorable_text(family)),
         selected_target=reader.string("selected_target"),

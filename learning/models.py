@@ -43,7 +43,7 @@ class LearningAttempt(models.Model):
     target_selector = models.JSONField(default=dict, blank=True)
     trace_edges = models.JSONField(default=list, blank=True)
     extra = models.JSONField(default=dict, blank=True)  # unknown fields, scrubbed
-    # Fields where the desk replaced NUL or lone surrogates with U+FFFD (triage.storable).
+    # Fields where the desk replaced NUL or lone surrogates with U+FFFD (triage.intake.storable).
     replaced_characters = models.JSONField(default=list, blank=True)
     # The scrubber replaced something in the body: the attempt arrived carrying a secret.
     carried_secret = models.BooleanField(default=False)

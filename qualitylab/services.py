@@ -20,6 +20,7 @@ from kombu.exceptions import OperationalError as BrokerError
 
 from core import outbound
 from core.collection_names import CollectionNameError, check_collection_name
+from core.storable import first_non_finite_number, replace_unstorable_text
 from learning import services as learning_services
 from qualitylab import credentials, engine
 from qualitylab.metrics import run_metrics
@@ -36,6 +37,7 @@ from qualitylab.models import (
 from qualitylab.signals import run_finished
 from triage.intake.ingest import DESK_CHANNEL, DESK_OWNER, batch_ingest
 from triage.intake.normalize import ItemError
+from triage.intake.storable import storable_fields
 from triage.models import (
     AuditEvent,
     FailureGroup,
@@ -44,7 +46,6 @@ from triage.models import (
     RunnerEvent,
     ToolPolicy,
 )
-from triage.storable import first_non_finite_number, replace_unstorable_text, storable_fields
 
 log = logging.getLogger(__name__)
 

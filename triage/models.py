@@ -378,7 +378,7 @@ class RunnerEvent(models.Model):
     occurred_at = models.DateTimeField(db_index=True)
     graph_tool_call_version = models.CharField(max_length=40, blank=True)
     payload = models.JSONField(default=dict)
-    # Fields where the desk replaced NUL or lone surrogates with U+FFFD (triage.storable).
+    # Fields where the desk replaced NUL or lone surrogates with U+FFFD (triage.intake.storable).
     replaced_characters = models.JSONField(default=list, blank=True)
 
     def __str__(self) -> str:
@@ -418,7 +418,7 @@ class FailureRecord(models.Model):
     contradictions = models.JSONField(default=list, blank=True)
     evidence = models.JSONField(default=dict, blank=True)
     extra = models.JSONField(default=dict, blank=True)
-    # Fields where the desk replaced NUL or lone surrogates with U+FFFD (triage.storable).
+    # Fields where the desk replaced NUL or lone surrogates with U+FFFD (triage.intake.storable).
     replaced_characters = models.JSONField(default=list, blank=True)
     idempotency_key = models.CharField(max_length=300, blank=True, db_index=True)
     occurred_at = models.DateTimeField()
@@ -487,7 +487,7 @@ class Receipt(models.Model):
     stop_reason = models.CharField(max_length=200, blank=True)
     contradictions = models.JSONField(default=list, blank=True)
     extra = models.JSONField(default=dict, blank=True)
-    # Fields where the desk replaced NUL or lone surrogates with U+FFFD (triage.storable).
+    # Fields where the desk replaced NUL or lone surrogates with U+FFFD (triage.intake.storable).
     replaced_characters = models.JSONField(default=list, blank=True)
     received_at = models.DateTimeField(default=timezone.now, db_index=True)
 
@@ -532,7 +532,7 @@ class AuditEvent(models.Model):
     status = models.PositiveSmallIntegerField(null=True, blank=True)
     occurred_at = models.DateTimeField()
     extra = models.JSONField(default=dict, blank=True)
-    # Fields where the desk replaced NUL or lone surrogates with U+FFFD (triage.storable).
+    # Fields where the desk replaced NUL or lone surrogates with U+FFFD (triage.intake.storable).
     replaced_characters = models.JSONField(default=list, blank=True)
 
     def __str__(self) -> str:

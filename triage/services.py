@@ -14,6 +14,7 @@ from django.utils.dateparse import parse_datetime
 from django.utils.translation import gettext
 
 from core.collection_names import INVALID_COLLECTION_NAME, collection_name_problem
+from core.storable import EARLIEST_TIMESTAMP, identifier_problem
 from triage.intake.ingest import DESK_OWNER, owner_is_reserved
 from triage.models import (
     RELEASE_URL_MAX_LENGTH,
@@ -34,7 +35,6 @@ from triage.models import (
     RunbookRevision,
     RunbookSubject,
 )
-from triage.storable import EARLIEST_TIMESTAMP, identifier_problem
 
 
 def person_language_set(*, user: Any, language: str) -> PersonPreference:

@@ -17,7 +17,7 @@ import yaml
 from graph_tool_call.graphify import build_openapi_collection_artifact
 
 from core.json_limits import DEFAULT_MAX_DEPTH, JSONTooDeep, loads_bounded
-from triage.storable import first_unstorable_text, may_hold_unstorable_text
+from core.storable import first_unstorable_text, may_hold_unstorable_text
 
 GRAPH_TOOL_CALL_VERSION: str = str(graph_tool_call.__version__)
 # The largest public descriptions (GitHub's 13 MB, the cloud providers') fit; callers pass

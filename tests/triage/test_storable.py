@@ -10,6 +10,7 @@ import pytest
 from django.db import models
 from rest_framework.test import APIClient
 
+from core.storable import ReplacedPaths, storable_json
 from learning.models import LearningAttempt
 from qualitylab.models import Collection
 from tests.factories import audit_item, failure_item, receipt_item, runner_event_item
@@ -21,7 +22,6 @@ from triage.models import (
     Receipt,
     RunnerEvent,
 )
-from triage.storable import ReplacedPaths, storable_json
 
 URL = "/api/v1/ingest"
 pytestmark = pytest.mark.django_db

@@ -32,8 +32,8 @@ from typing import Any
 from django.conf import settings
 
 from core.http import strong_etag
+from core.storable import identifier_problem
 from triage.intake.normalize import FailureFields, ItemError, parse_failure
-from triage.storable import identifier_problem
 from triage.vocabulary import taxonomy
 from triage.vocabulary.lanes import Classification, most_cautious_lane
 

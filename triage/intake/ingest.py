@@ -28,6 +28,7 @@ from django.db.models import JSONField, Model, Q
 from django.utils import timezone
 
 from core.sql import row_sources
+from core.storable import identifier_problem, may_hold_unstorable_text, storable_label
 from triage.intake.envelope import EXTRA_KEY as ENVELOPE_KEY
 from triage.intake.envelope import envelope_contradictions, parse_envelope
 from triage.intake.normalize import (
@@ -42,6 +43,7 @@ from triage.intake.normalize import (
     parse_receipt,
     parse_runner_event,
 )
+from triage.intake.storable import storable_item
 from triage.models import (
     ApiKey,
     AuditEvent,
@@ -63,12 +65,6 @@ from triage.models import (
 )
 from triage.releases import Reopening, reopening
 from triage.scrub import ScrubError, scrub_payload
-from triage.storable import (
-    identifier_problem,
-    may_hold_unstorable_text,
-    storable_item,
-    storable_label,
-)
 from triage.timebins import day_floor, hour_floor
 from triage.vocabulary import taxonomy
 from triage.vocabulary.lanes import ToolFacts, classify, classify_receipt
@@ -114,7 +110,7 @@ class ItemType:
     name: str
     parse: Callable[..., Any]
     store: Callable[..., None]
-    # The model the parsed fields are written to: checked against it (triage.storable).
+    # The model the parsed fields are written to: checked against it (triage.intake.storable).
     model: type[Model] | None = None
 
 

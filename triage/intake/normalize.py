@@ -178,7 +178,7 @@ class FailureFields:
     graph_tool_call_version: str
     declared_side_effect: str
     sent: Sent
-    # Fields where NUL or lone surrogates were replaced (triage.storable).
+    # Fields where NUL or lone surrogates were replaced (triage.intake.storable).
     replaced_characters: list[str] = field(default_factory=list)
     # The failed call's OpenTelemetry span ("" when not sent): one record per span.
     trace_id: str = ""
@@ -246,7 +246,7 @@ def parse_failure(body: Mapping[str, Any], *, now: datetime, prefix: str = "body
         sent=sent,
         trace_id=trace_id,
         span_id=span_id,
-        # Control characters and length are checked against the column (triage.storable).
+        # Control characters and length are checked against the column (triage.intake.storable).
         release=reader.string("release", max_length=10_000),
         extra=reader.rest(),
     )

@@ -34,6 +34,7 @@ from django.urls import NoReverseMatch, reverse
 from core import outbound
 from core.collection_names import CollectionNameError, check_collection_name
 from core.json_limits import JSONTooDeep, loads_bounded
+from core.storable import has_unstorable_text, replace_unstorable_text
 from qualitylab import engine, selectors, services
 from qualitylab.models import (
     BuildStatus,
@@ -45,7 +46,6 @@ from qualitylab.models import (
     RunStatus,
     Suite,
 )
-from triage.storable import has_unstorable_text, replace_unstorable_text
 
 # Exit codes: 1 = the cases (or the input) are the problem; 2 = the machinery is (the queue
 # is down, the temporary worker died, nothing finished in time).

@@ -10,9 +10,9 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from core.json_limits import JSONTooDeep, loads_bounded
+from core.storable import has_unstorable_text
 from triage.intake.ingest import ACCEPTED, CONFLICT, DUPLICATE, REJECTED, batch_ingest
 from triage.models import IngestBatch
-from triage.storable import has_unstorable_text
 
 
 class Command(BaseCommand):
