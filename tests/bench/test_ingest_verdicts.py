@@ -116,3 +116,38 @@ def test_the_sweep_crowns_nothing_when_every_configuration_failed(
     args, run = sweep({config: (7_000.0, False) for config in ingest.SWEEP})
     assert ingest.run_sweep(args, run) == EXIT_BROKEN
     assert "best: none, no configuration passed its check" in capsys.readouterr().out
+
+
+def test_the_fast_path_is_judged_against_the_copy_limit_only_when_both_were_checked(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    def judged(copy: Measurement) -> int:
+        rows = [measured("fast", 6_000), copy]
+        verdicts = ingest.check_paths(rows, key=lambda row: row.path)
+        ingest.judge_paths(verdicts, rows, naive=False, otlp=False, copy=True)
+        return verdicts.exit_status(strict=True)
+
+    assert judged(measured("copy", 40_000)) == EXIT_MET
+    assert "PASS  ratio (fast / COPY) = 0.150x: ingest runs at 15.0%" in capsys.readouterr().out
+    assert judged(measured("copy", 60_000)) == EXIT_MISSED  # 10%
+    assert "MISS  ratio (fast / COPY) = 0.100x" in capsys.readouterr().out
+    lost = measured("copy", 90_000, consistent=False, errors=("the table holds 9 rows",))
+    assert judged(lost) == EXIT_BROKEN
+    assert "ratio (fast / COPY) =" not in capsys.readouterr().out
+
+
+def test_a_copy_row_carries_the_items_fields_and_the_rest_in_extra() -> None:
+    columns = [
+        ("stage", "character varying", False),
+        ("reason", "character varying", False),
+        ("evidence", "jsonb", False),
+        ("extra", "jsonb", False),
+        ("group_id", "bigint", False),
+        ("assigned_at", "timestamp with time zone", True),
+    ]
+    item = {"body": {"stage": "execute", "reason": "http_5xx", "evidence": {"http_status": 503},
+                     "runtime": {"name": "r"}}}  # fmt: skip
+    (row,) = ingest.copy_rows([item], columns)
+    assert row[:3] == ("execute", "http_5xx", '{"http_status":503}')
+    assert row[3] == '{"runtime":{"name":"r"}}'
+    assert row[4:] == (0, None)
