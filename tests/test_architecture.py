@@ -19,7 +19,7 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "qualitylab": ("alerts", "contracts", "fixes", "demo"),
     "contracts": ("alerts", "fixes", "demo"),
     "fixes": ("alerts", "demo"),
-    "alerts": ("demo",),
+    "alerts": ("fixes", "demo"),
 }
 # The vocabulary imports no model, page or door: only itself and the shared core.
 VOCABULARY = "triage.vocabulary"
