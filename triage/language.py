@@ -14,6 +14,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.backends import ModelBackend
+from django.contrib.auth.models import Group
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.utils import translation
 from django.utils.translation import gettext
@@ -45,7 +46,9 @@ def stored_language(user: Any) -> str:
 
 
 class PreferenceModelBackend(ModelBackend):
-    """Django's ModelBackend; the user of each request comes with their preference."""
+    """Django's ModelBackend; the user of each request comes with their preference, and the
+    permissions of their groups come with the groups' names (the roles every page shows,
+    triage.roles.user_roles), in one query."""
 
     def get_user(self, user_id: Any) -> Any:
         user_model = get_user_model()
@@ -54,6 +57,21 @@ class PreferenceModelBackend(ModelBackend):
         except user_model.DoesNotExist:
             return None
         return user if self.user_can_authenticate(user) else None
+
+    def get_group_permissions(self, user_obj: Any, obj: Any = None) -> set[str]:
+        if user_obj.is_superuser or obj is not None:
+            return super().get_group_permissions(user_obj, obj)
+        if not user_obj.is_active or user_obj.is_anonymous:
+            return set()
+        if not hasattr(user_obj, "_group_perm_cache"):
+            rows = list(
+                Group.objects.filter(user=user_obj).values_list(
+                    "name", "permissions__content_type__app_label", "permissions__codename"
+                )
+            )
+            user_obj._group_names_cache = {name for name, _, _ in rows}
+            user_obj._group_perm_cache = {f"{app}.{code}" for _, app, code in rows if code}
+        return set(user_obj._group_perm_cache)
 
 
 class PreferredLanguageMiddleware:

@@ -39,7 +39,10 @@ def user_roles(user: Any) -> list[str]:
         return []
     if user.is_superuser:
         return ["admin"]
-    names = {group.name for group in user.groups.all()}
+    # Read with the group permissions when a permission was checked first (one query).
+    names = getattr(user, "_group_names_cache", None)
+    if names is None:
+        names = {group.name for group in user.groups.all()}
     return [role for role in ROLES if role in names]
 
 

@@ -9,6 +9,8 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django import template
+from django.db.models import Count, Exists, OuterRef, Subquery
+from django.db.models.functions import Coalesce
 from django.urls import reverse
 
 from fixes import selectors
@@ -20,38 +22,60 @@ register = template.Library()
 GROUP_FIXES_SHOWN = 10
 
 
-def _group_fixes(group: FailureGroup) -> list[Fix]:
-    cached: list[Fix] | None = getattr(group, "_fixes_shown", None)
+def _group_panel(group: FailureGroup) -> tuple[list[Fix], int]:
+    """The group's newest fixes and how many active cases were made from its failures (a
+    verification runs them): one query for both counts, and the fixes only when there are
+    any; remembered on the group for the rest of the page."""
+    cached: tuple[list[Fix], int] | None = getattr(group, "_fix_panel", None)
     if cached is None:
-        cached = list(
-            Fix.objects.filter(group=group)
-            .select_related("runbook", "verification_run")
-            .order_by("-fixed_at", "-id")[:GROUP_FIXES_SHOWN]
+        counts = (
+            FailureGroup.objects.filter(pk=group.pk)
+            .annotate(
+                panel_cases=Coalesce(
+                    Subquery(
+                        QualityCase.objects.filter(failure_group=OuterRef("pk"), active=True)
+                        .values("failure_group")
+                        .annotate(count=Count("pk"))
+                        .values("count")
+                    ),
+                    0,
+                ),
+                panel_fixes=Exists(Fix.objects.filter(group=OuterRef("pk"))),
+            )
+            .values_list("panel_cases", "panel_fixes")
+            .first()
         )
-        group._fixes_shown = cached  # type: ignore[attr-defined]
+        cases, any_fix = counts if counts is not None else (0, False)
+        fixes = (
+            list(
+                Fix.objects.filter(group=group)
+                .select_related("runbook", "verification_run")
+                .order_by("-fixed_at", "-id")[:GROUP_FIXES_SHOWN]
+            )
+            if any_fix
+            else []
+        )
+        cached = (fixes, int(cases))
+        group._fix_panel = cached  # type: ignore[attr-defined]
     return cached
 
 
 @register.simple_tag
 def group_fixes(group: FailureGroup) -> list[Fix]:
-    return _group_fixes(group)
+    return _group_panel(group)[0]
 
 
 @register.simple_tag
 def latest_fix(group: FailureGroup) -> Fix | None:
     """The fix of the group's latest resolution (or of the verification deciding it)."""
-    fixes = _group_fixes(group)
+    fixes = _group_panel(group)[0]
     return fixes[0] if fixes else None
 
 
 @register.simple_tag
 def verifiable_cases(group: FailureGroup) -> int:
     """How many active cases were made from the group's failures (a verification runs them)."""
-    cached: int | None = getattr(group, "_verifiable_cases", None)
-    if cached is None:
-        cached = QualityCase.objects.filter(failure_group=group, active=True).count()
-        group._verifiable_cases = cached  # type: ignore[attr-defined]
-    return cached
+    return _group_panel(group)[1]
 
 
 @register.filter
