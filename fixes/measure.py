@@ -17,6 +17,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.db import transaction
 from django.db.models import Count, Q, QuerySet
 from django.db.models.functions import Coalesce, Lower
 from django.utils import timezone
@@ -110,7 +111,13 @@ def fix_measure(fix: Fix, *, now: datetime | None = None) -> Fix:
     """Count the fix's figures, read its verdict from the widest closed span, and store both
     (settled, never measured again, once its week after has closed)."""
     now = now or timezone.now()
-    figures = fix_counts(fix)
+    with transaction.atomic():
+        # Retention carries and deletes in one transaction under this lock: the count sees
+        # the rows before it, or its carried counts after it, never neither.
+        fix.carried = (
+            Fix.objects.select_for_update().values_list("carried", flat=True).get(pk=fix.pk)
+        )
+        figures = fix_counts(fix)
     for name in FIGURES:
         setattr(fix, name, figures[name])
     closed = efficacy.closed_spans(fix.fixed_at, now)
