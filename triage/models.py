@@ -439,6 +439,9 @@ class FailureRecord(models.Model):
     class Meta:
         indexes = [
             models.Index(fields=["group", "-occurred_at"], name="record_group_time"),
+            # A group's first and last record of each release, read as two index endpoints
+            # (the group page's per-release table), never by scanning the group's records.
+            models.Index(fields=["group", "release", "occurred_at"], name="record_group_release"),
             models.Index(fields=["-occurred_at"], name="record_time"),
             models.Index(fields=["collection", "-occurred_at"], name="record_collection_time"),
         ]

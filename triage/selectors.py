@@ -14,11 +14,10 @@ from django.db.models import (
     Count,
     Exists,
     IntegerField,
-    Max,
-    Min,
     OuterRef,
     Q,
     QuerySet,
+    Subquery,
     Sum,
     Value,
 )
@@ -820,17 +819,35 @@ GROUP_RELEASES_SHOWN = 20
 
 
 def group_releases(*, group: FailureGroup, limit: int = GROUP_RELEASES_SHOWN) -> list[ReleaseSeen]:
-    """The group's records per release (first and last seen), in one grouped query; empty
-    when no record of the group carries a release (the table would say nothing)."""
+    """The group's records per release, the most recently seen first, with "" for records
+    without one; empty when no record of the group carries a release (the table would say
+    nothing). One query whatever the group's size: the counts are the group's release facets
+    (kept by ingest and retention), each release's first and last record two endpoints of
+    the index on (group, release, occurred_at)."""
+
+    def edge(release: Any, newest: bool) -> Subquery:
+        records = FailureRecord.objects.filter(group=group.pk, release=release)
+        ordered = records.order_by("-occurred_at" if newest else "occurred_at")
+        return Subquery(ordered.values("occurred_at")[:1])
+
     rows = list(
-        FailureRecord.objects.filter(group=group)
-        .values("release")
-        .annotate(records=Count("id"), first=Min("occurred_at"), last=Max("occurred_at"))
-        .order_by("-last", "release")[:limit]
+        FailureGroupFacet.objects.filter(group=group.pk, dimension="release")
+        .annotate(
+            first=edge(OuterRef("value"), newest=False),
+            last=edge(OuterRef("value"), newest=True),
+            unreleased_first=edge("", newest=False),
+            unreleased_last=edge("", newest=True),
+        )
+        .values_list("value", "count", "first", "last", "unreleased_first", "unreleased_last")
     )
-    if not any(row["release"] for row in rows):
+    if not rows:
         return []
-    return [ReleaseSeen(row["release"], row["records"], row["first"], row["last"]) for row in rows]
+    seen = [ReleaseSeen(value, count, first, last) for value, count, first, last, _, _ in rows]
+    unreleased = group.count - sum(row.records for row in seen)
+    if unreleased > 0 and rows[0][4] is not None:
+        seen.append(ReleaseSeen("", unreleased, rows[0][4], rows[0][5]))
+    seen.sort(key=lambda row: (-row.last_seen.timestamp(), row.release))
+    return seen[:limit]
 
 
 def collection_releases(*, collection: str, limit: int = 50) -> list[Release]:

@@ -412,6 +412,45 @@ def test_the_group_page_shows_first_and_last_seen_per_release(
     assert html.count("<time datetime=") >= 6  # first and last of each, through |moment
 
 
+def test_the_release_table_reads_counters_and_index_edges_and_matches_a_recount(
+    shop_releases: APIClient, client_as: Any
+) -> None:
+    """One query whatever the group's size, and the same answer as counting the records,
+    also after retention removed the oldest of them."""
+    from triage.selectors import group_releases
+    from triage.upkeep.retention import records_prune
+
+    moments = [0.1, 0.2, 0.3, 0.9, 1.5, 1.7, 2.2]
+    releases = ["", "1.3", "", "1.3", "1.4", "1.4", "1.5"]
+    ingest(
+        shop_releases,
+        *(failure_item(release=r, occurred_at=at(h)) if r else failure_item(occurred_at=at(h))
+          for r, h in zip(releases, moments, strict=True)),
+    )  # fmt: skip
+
+    def recount(group: FailureGroup) -> list[tuple[str, int, datetime, datetime]]:
+        rows = {}
+        for release, occurred in group.records.values_list("release", "occurred_at"):
+            count, first, last = rows.get(release, (0, occurred, occurred))
+            rows[release] = (count + 1, min(first, occurred), max(last, occurred))
+        return sorted(
+            ((r, *v) for r, v in rows.items()), key=lambda row: (-row[3].timestamp(), row[0])
+        )
+
+    def shown(group: FailureGroup) -> list[tuple[str, int, datetime, datetime]]:
+        with CaptureQueriesContext(connection) as queries:
+            rows = group_releases(group=group)
+        assert len(queries) == 1
+        return [(row.release, row.records, row.first_seen, row.last_seen) for row in rows]
+
+    group = FailureGroup.objects.get()
+    assert shown(group) == recount(group)
+    run = records_prune(days=1, batch_size=2, channel="cli", now=T0 + timedelta(days=1, hours=0.25))
+    assert run.records_deleted == 2
+    group.refresh_from_db()
+    assert shown(group) == recount(group)
+
+
 def test_the_group_page_has_no_release_table_when_no_record_carries_one(
     ingest_client: APIClient, client_as: Any
 ) -> None:
