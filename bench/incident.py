@@ -208,6 +208,10 @@ def sender_batches(count: int, size: int, *, tag: str, occurred: str = "now") ->
         for item in items:
             if item["body"]["source"] == "quality_lab":
                 item["body"]["source"] = "runtime"
+            # New calls, not the loaded ones again: the same numbers make the same bodies,
+            # spans included, and the desk stores a call once by its span (a duplicate).
+            item["body"]["trace_id"] = f"{pick.getrandbits(128):032x}"
+            item["body"]["span_id"] = f"{pick.getrandbits(64):016x}"
             if occurred == "now":
                 age = timedelta(seconds=pick.uniform(0, RECENT_SECONDS))
                 item["body"]["occurred_at"] = (now - age).isoformat()

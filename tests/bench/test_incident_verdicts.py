@@ -140,3 +140,24 @@ def test_ingest_errors_fail_a_run_and_a_wait_and_retry_does_not() -> None:
     assert row("d", broken, viewers=False, senders=True).problems() == [
         "ingest answered {0: 1, 500: 2} (0: no answer)"
     ]
+
+
+def test_the_floods_items_are_new_calls_not_the_loaded_ones_again() -> None:
+    """The same numbers make the same bodies: a flood that kept the loaded records' spans
+    was stored as duplicates of calls already recorded (and the run was BROKEN)."""
+    import json
+    from datetime import UTC, datetime
+
+    from bench.incident import sender_batches
+    from bench.triage_scale import Traffic
+
+    loaded = {
+        (item["body"]["trace_id"], item["body"]["span_id"])
+        for item in Traffic.build(datetime.now(UTC)).items(0, 50, prefix="scale")
+    }
+    flood = [
+        (item["body"]["trace_id"], item["body"]["span_id"])
+        for batch in sender_batches(1, 50, tag="abc123")
+        for item in json.loads(batch)["items"]
+    ]
+    assert len(set(flood)) == 50 and not loaded & set(flood)
