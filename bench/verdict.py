@@ -100,7 +100,8 @@ def _git(*args: str) -> str:
 def commit() -> str:
     """The commit measured, with "+changes" when the working tree differed from it."""
     head = _git("rev-parse", "--short", "HEAD")
-    dirty = _git("status", "--porcelain", "--untracked-files=no")
+    # The results benchmarks write are not the code they measured.
+    dirty = _git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!results")
     return head + ("+changes" if dirty else "")
 
 
