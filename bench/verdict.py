@@ -101,7 +101,10 @@ def commit() -> str:
     """The commit measured, with "+changes" when the working tree differed from it."""
     head = _git("rev-parse", "--short", "HEAD")
     # The results benchmarks write are not the code they measured.
-    dirty = _git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!results")
+    dirty = _git(
+        "status", "--porcelain", "--untracked-files=no", "--",
+        ":(top)", ":(top,exclude)bench/results",
+    )  # fmt: skip
     return head + ("+changes" if dirty else "")
 
 
