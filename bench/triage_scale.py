@@ -40,7 +40,8 @@ operator, ``Accept-Language: ko``) in the same rounds as English, and judges the
 against the English one: the same number of queries and a p95 within 1.1x.
 
 Since 2026-12-05 the contracts page is measured too (after the scan counted the size's
-records, as the beat task would have) and judged by the triage page's targets.
+records, as the beat task would have) and judged by the triage page's targets, and so are
+the group pages.
 
 Endpoints: the triage page with its defaults (last 24 hours, active groups; since
 2026-12-05 as ``/?window=24h``, the same page ``/`` was before), the bare ``/`` (the first
@@ -505,8 +506,10 @@ def _english_endpoints() -> list[Endpoint]:
             "/?window=30d&status=all&execution_state=started_unknown",
             triage_page=True,
         ),
-        Endpoint("group page, largest group", group_url),
-        Endpoint("group page, 30 days deep", deep_url),
+        # The group page is judged by the same targets (issue 30: under 100 ms with its
+        # new parts), since its per-release table and fixes panel joined it.
+        Endpoint("group page, largest group", group_url, triage_page=True),
+        Endpoint("group page, 30 days deep", deep_url, triage_page=True),
         Endpoint("API failures, newest 100", "/api/v1/failures", api=True),
         Endpoint(
             f"API failures, {largest.stage}/{largest.reason}",

@@ -17,10 +17,12 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.db.models import Exists, OuterRef
+
 from fixes import measure, services
 from fixes.models import Fix
 from qualitylab.models import CaseRun, Collection, QualityCase
-from triage.models import FailureGroup, Release
+from triage.models import FailureGroup, FailureRecord, Release
 from triage.services import runbook_set
 
 OWNER = "demo-fixes"
@@ -121,8 +123,10 @@ def install(
 def verify(*, collection: Collection, actor: Any) -> CaseRun | None:
     """The shop's getOrderDetail group, protected by the search case made from it, resolved
     by a fix that Quality Lab verifies (the run goes to the worker: wait for it)."""
+    from_runtimes = FailureRecord.objects.filter(group=OuterRef("pk"), source="runtime")
     group = (
         FailureGroup.objects.filter(collection=collection.name, tool="getOrderDetail")
+        .filter(Exists(from_runtimes))  # a production failure, not Quality Lab's own
         .exclude(status="resolved")
         .order_by("-count")
         .first()
