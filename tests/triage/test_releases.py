@@ -429,7 +429,7 @@ def test_the_release_table_reads_counters_and_index_edges_and_matches_a_recount(
     )  # fmt: skip
 
     def recount(group: FailureGroup) -> list[tuple[str, int, datetime, datetime]]:
-        rows = {}
+        rows: dict[str, tuple[int, datetime, datetime]] = {}
         for release, occurred in group.records.values_list("release", "occurred_at"):
             count, first, last = rows.get(release, (0, occurred, occurred))
             rows[release] = (count + 1, min(first, occurred), max(last, occurred))
