@@ -34,6 +34,9 @@ What one run does:
 4. Prints p50 and p95 per endpoint at each size, the ratio of the largest size to the
    smallest, and PASS/MISS against the targets (triage page p95 under 100 ms at 1M, and
    within 1.5x of the 100k figure). Misses fail the exit status only with ``--strict``.
+   Then where the time goes at the largest size: per endpoint, the median request's total
+   and the medians of its SQL time, its template rendering (its own SQL left out) and the
+   rest, Python (middleware, views, selectors).
 
 ``--language ko`` also requests every triage-page endpoint in Korean (the same signed-in
 operator, ``Accept-Language: ko``) in the same rounds as English, and judges the Korean page
@@ -443,6 +446,16 @@ class Timing:
     queries: int
     triage_page: bool = False
     language: str = "en"
+    # Per request: milliseconds in SQL and in template rendering (its own SQL left out);
+    # the rest of the request is Python (views, selectors, middleware).
+    parts_ms: list[tuple[float, float]] = field(default_factory=list)
+
+    def profile(self) -> tuple[float, float, float]:
+        """Where the time goes: (SQL, Python, template) milliseconds, the medians of SQL and
+        template and the rest of the median request."""
+        sql = statistics.median(part[0] for part in self.parts_ms) if self.parts_ms else 0.0
+        template = statistics.median(part[1] for part in self.parts_ms) if self.parts_ms else 0.0
+        return sql, max(0.0, self.p50 - sql - template), template
 
     @property
     def p50(self) -> float:
@@ -581,10 +594,43 @@ def _serve(database_url: str, channel: Any, languages: tuple[str, ...] = ()) -> 
     browser, api = clients()
     targets = endpoints(languages)
 
+    from django.template.backends.django import Template
+
+    spent = {"sql": 0.0, "template": 0.0, "sql_in_template": 0.0}
+    rendering = [False]
+
+    def timed_sql(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return execute(sql, params, many, context)
+        finally:
+            took = (time.perf_counter() - started) * 1000
+            spent["sql"] += took
+            if rendering[0]:
+                spent["sql_in_template"] += took
+
+    render = Template.render
+
+    def timed_render(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if rendering[0]:  # an include inside a render: counted by the outer one
+            return render(self, *args, **kwargs)
+        rendering[0] = True
+        started = time.perf_counter()
+        try:
+            return render(self, *args, **kwargs)
+        finally:
+            spent["template"] += (time.perf_counter() - started) * 1000
+            rendering[0] = False
+
+    Template.render = timed_render  # type: ignore[method-assign]
+
     def get(endpoint: Endpoint) -> tuple[float, Any]:
         client = api if endpoint.api else browser
+        for part in spent:
+            spent[part] = 0.0
         started = time.perf_counter()
-        response = client.get(endpoint.url, HTTP_ACCEPT_LANGUAGE=endpoint.language)
+        with connection.execute_wrapper(timed_sql):
+            response = client.get(endpoint.url, HTTP_ACCEPT_LANGUAGE=endpoint.language)
         return (time.perf_counter() - started) * 1000, response
 
     queries = []
@@ -599,7 +645,8 @@ def _serve(database_url: str, channel: Any, languages: tuple[str, ...] = ()) -> 
     channel.send((labels, queries, table_counts(), problems))
     while (index := channel.recv()) is not None:
         elapsed, response = get(targets[index])
-        channel.send((elapsed, response.status_code))
+        parts = (spent["sql"], spent["template"] - spent["sql_in_template"])
+        channel.send((elapsed, response.status_code, parts))
 
 
 def endpoint_problems(endpoint: Endpoint, status: int, content: bytes) -> list[str]:
@@ -623,6 +670,7 @@ class _Server:
     queries: list[int] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
     samples: list[list[float]] = field(default_factory=list)
+    parts: list[list[tuple[float, float]]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
 
@@ -643,14 +691,16 @@ def measure(
         for server in servers.values():
             server.labels, server.queries, server.counts, server.problems = server.channel.recv()
             server.samples = [[] for _ in server.labels]
+            server.parts = [[] for _ in server.labels]
         if any(server.problems for server in servers.values()):
             return servers  # checked before timed: nothing is measured on a wrong answer
         for _ in range(repeat):
             for index in range(len(next(iter(servers.values())).labels)):
                 for server in servers.values():
                     server.channel.send(index)
-                    elapsed, status = server.channel.recv()
+                    elapsed, status, parts = server.channel.recv()
                     server.samples[index].append(elapsed)
+                    server.parts[index].append(parts)
                     if status != 200:
                         server.problems.append(f"{server.labels[index][0]}: HTTP {status}")
     except EOFError:
@@ -713,6 +763,13 @@ def report(results: list[SizeResult]) -> Verdicts:
         growth = ratio(timing.p95, small.timings[index].p95)
         line += f"{growth:>10.2f}x" if growth is not None else f"{'-':>11}"
         print(line)
+    print(f"\nwhere the median request's time goes at {large.size:,} records (ms):")
+    print(f"{'endpoint':<{width}}{'total':>8}{'SQL':>8}{'Python':>8}{'template':>10}")
+    for timing in large.timings:
+        sql, python, template = timing.profile()
+        print(
+            f"{timing.label:<{width}}{timing.p50:>8.1f}{sql:>8.1f}{python:>8.1f}{template:>10.1f}"
+        )
     print()
     judged_sizes = [small.label, large.label]
     for index, timing in enumerate(large.timings):
@@ -808,7 +865,14 @@ def main(argv: list[str] | None = None) -> int:
             rates.get(size),
             server.counts,
             [
-                Timing(label, server.samples[index], server.queries[index], triage_page, language)
+                Timing(
+                    label,
+                    server.samples[index],
+                    server.queries[index],
+                    triage_page,
+                    language,
+                    parts_ms=server.parts[index],
+                )
                 for index, (label, triage_page, language) in enumerate(server.labels)
             ],
             server.problems,
