@@ -190,3 +190,14 @@ def test_the_middlewares_added_p99_is_judged_only_on_a_server_that_delivered() -
     broken.check("desk up", ["desk up failed (errors above)"])
     judge_added(broken, row)
     assert broken.exit_status(strict=True) == EXIT_BROKEN
+
+
+def test_the_scale_bench_splits_a_pages_time_into_sql_python_and_template() -> None:
+    timing = triage_scale.Timing(
+        "triage page",
+        [100.0, 120.0, 140.0],
+        10,
+        parts_ms=[(50.0, 20.0), (60.0, 25.0), (70.0, 30.0)],
+    )
+    assert timing.profile() == (60.0, 35.0, 25.0)  # 120 - 60 - 25 is Python
+    assert triage_scale.Timing("api", [10.0], 2).profile() == (0.0, 10.0, 0.0)
