@@ -70,3 +70,12 @@ def windows(fixed_at: datetime, span: str) -> dict[str, tuple[datetime, datetime
     """The span's two windows, [start, end) each: the same length before and after."""
     length = SPAN_LENGTH[span]
     return {"before": (fixed_at - length, fixed_at), "after": (fixed_at, fixed_at + length)}
+
+
+def all_windows(fixed_at: datetime) -> dict[str, tuple[datetime, datetime]]:
+    """Every window of a fix by its figures' key ("before_day" ... "after_week")."""
+    return {
+        f"{side}_{span}": window
+        for span in SPAN_LENGTH
+        for side, window in windows(fixed_at, span).items()
+    }

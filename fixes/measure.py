@@ -38,18 +38,10 @@ REMEASURE = timedelta(minutes=15)
 
 def _window_filters(fix: Fix, field: str) -> dict[str, Q]:
     """One Q per (side, span): `field` inside that window."""
-    filters = {}
-    for span in SPANS:
-        for side, (start, end) in efficacy.windows(fix.fixed_at, span).items():
-            filters[f"{side}_{span}"] = Q(**{f"{field}__gte": start, f"{field}__lt": end})
-    return filters
-
-
-def _week_bounds(fix: Fix) -> tuple[datetime, datetime]:
-    return (
-        efficacy.windows(fix.fixed_at, "week")["before"][0],
-        efficacy.windows(fix.fixed_at, "week")["after"][1],
-    )
+    return {
+        key: Q(**{f"{field}__gte": start, f"{field}__lt": end})
+        for key, (start, end) in efficacy.all_windows(fix.fixed_at).items()
+    }
 
 
 def _failures(fix: Fix) -> QuerySet[FailureRecord]:
@@ -78,7 +70,8 @@ def _receipt_successes(fix: Fix) -> QuerySet[Receipt]:
 
 
 def _count(rows: QuerySet[Any], fix: Fix, field: str) -> dict[str, int]:
-    start, end = _week_bounds(fix)
+    windows = efficacy.all_windows(fix.fixed_at)
+    start, end = windows["before_week"][0], windows["after_week"][1]
     filters = _window_filters(fix, field)
     counted = rows.filter(**{f"{field}__gte": start, f"{field}__lt": end}).aggregate(
         **{key: Count("pk", filter=condition) for key, condition in filters.items()}
@@ -162,15 +155,11 @@ def _unsettled_touching(earliest: datetime) -> list[Fix]:
 
 def _carry(fix: Fix, source: str, rows: Iterable[datetime]) -> bool:
     """Add rows (their times) that fall in the fix's windows to what it carries."""
-    filters = {
-        f"{side}_{span}": efficacy.windows(fix.fixed_at, span)[side]
-        for span in SPANS
-        for side in ("before", "after")
-    }
+    windows = efficacy.all_windows(fix.fixed_at)
     carried = fix.carried.setdefault(source, {})
     changed = False
     for moment in rows:
-        for key, (start, end) in filters.items():
+        for key, (start, end) in windows.items():
             if start <= moment < end:
                 carried[key] = int(carried.get(key, 0)) + 1
                 changed = True

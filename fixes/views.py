@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
-from django.urls import reverse
 from django.utils import timezone
 from django.utils.text import capfirst
 from django.utils.translation import gettext
@@ -20,7 +18,7 @@ from fixes import selectors, services
 from fixes.forms import FixesFilterForm, ResolveWithFixForm
 from fixes.models import Fix, FixKind, Verdict
 from triage import roles
-from triage.forms import GroupRecordsForm
+from triage.forms import group_draft_key, group_page_url, posted_back
 from triage.models import FailureGroup, GroupAction
 
 VIEW_FIXES = "triage.view_failuregroup"
@@ -43,16 +41,6 @@ def fixes_page(request: HttpRequest) -> HttpResponse:
     return render(request, "fixes/fixes.html", context)
 
 
-def _back(request: HttpRequest) -> str:
-    back_form = GroupRecordsForm({"back": request.POST.get("back", "")})
-    return back_form.cleaned_data["back"] if back_form.is_valid() else ""
-
-
-def _group_url(group: FailureGroup, back: str, anchor: str = "") -> str:
-    url = reverse("triage:group", args=[group.pk])
-    return (f"{url}?{urlencode({'back': back})}" if back else url) + anchor
-
-
 @require_POST
 @login_required
 @permission_required(roles.ACT_ON_GROUP, raise_exception=True)
@@ -62,7 +50,7 @@ def resolve_view(request: HttpRequest, group_id: int) -> HttpResponse:
     form = ResolveWithFixForm(
         request.POST, user=request.user, group=group, runbooks=services.group_runbooks(group)
     )
-    back = _back(request)
+    back = posted_back(request.POST)
     if (
         form.is_valid()
         and form.cleaned_data["verify"]
@@ -73,8 +61,8 @@ def resolve_view(request: HttpRequest, group_id: int) -> HttpResponse:
         messages.error(
             request, gettext("Nothing was changed. %(errors)s") % {"errors": errors_in_words(form)}
         )
-        draft_keep(request, key=f"group-{group.pk}", form=form, extra={"form": "act"})
-        return HttpResponseRedirect(_group_url(group, back))
+        draft_keep(request, key=group_draft_key(group.pk), form=form, extra={"form": "act"})
+        return HttpResponseRedirect(group_page_url(group.pk, back))
     data = form.cleaned_data
     try:
         recorded = services.fix_record(
@@ -91,8 +79,8 @@ def resolve_view(request: HttpRequest, group_id: int) -> HttpResponse:
         )
     except services.FixError as exc:
         messages.error(request, str(exc))
-        draft_keep(request, key=f"group-{group.pk}", form=form, extra={"form": "act"})
-        return HttpResponseRedirect(_group_url(group, back))
+        draft_keep(request, key=group_draft_key(group.pk), form=form, extra={"form": "act"})
+        return HttpResponseRedirect(group_page_url(group.pk, back))
     if recorded.undoable_id is not None:
         request.session["last_group_action_id"] = recorded.undoable_id
     fix = recorded.fix
@@ -110,7 +98,7 @@ def resolve_view(request: HttpRequest, group_id: int) -> HttpResponse:
         messages.success(
             request, gettext("%(action)s: done.") % {"action": capfirst(GroupAction.RESOLVE.label)}
         )
-    return HttpResponseRedirect(_group_url(group, back))
+    return HttpResponseRedirect(group_page_url(group.pk, back))
 
 
 @require_POST
@@ -131,4 +119,4 @@ def verify_view(request: HttpRequest, fix_id: int) -> HttpResponse:
             request,
             gettext("Verifying the fix with run #%(run)s.") % {"run": fix.verification_run_id},
         )
-    return HttpResponseRedirect(_group_url(group, _back(request), "#fixes"))
+    return HttpResponseRedirect(group_page_url(group.pk, posted_back(request.POST), "#fixes"))

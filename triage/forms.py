@@ -12,6 +12,7 @@ from django import forms
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.http import QueryDict
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.functional import Promise, lazy
 from django.utils.html import escape, format_html
@@ -335,6 +336,23 @@ class GroupRecordsForm(forms.Form):
                 code="invalid_cursor",
             )
         return raw
+
+
+def posted_back(post: QueryDict) -> str:
+    """The triage view a form posted from a group page came from ("" when none or not one)."""
+    back = GroupRecordsForm({"back": post.get("back", "")})
+    return back.cleaned_data["back"] if back.is_valid() else ""
+
+
+def group_page_url(group_id: int, back: str, anchor: str = "") -> str:
+    """A group's page, keeping the triage view it was opened from, at `anchor` ("#fixes")."""
+    url = reverse("triage:group", args=[group_id])
+    return (f"{url}?{urlencode({'back': back})}" if back else url) + anchor
+
+
+def group_draft_key(group_id: int) -> str:
+    """Where a refused form of a group's page keeps its values (core.drafts)."""
+    return f"group-{group_id}"
 
 
 def help_with_code(text: _StrPromise, **examples: str) -> _StrPromise:

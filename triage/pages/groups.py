@@ -34,6 +34,9 @@ from triage.forms import (
     GroupRecordsForm,
     RunbookForm,
     TriageFilterForm,
+    group_draft_key,
+    group_page_url,
+    posted_back,
     triage_back_query,
 )
 from triage.models import BulkAction, FailureGroup, GroupAction
@@ -219,7 +222,7 @@ def group_page(request: HttpRequest, group_id: int) -> HttpResponse:
     page = selectors.group_records(group=group, before=before or None)
     keys = sorted({r.idempotency_key for r in page.records if r.idempotency_key})
     timeline, timeline_start = selectors.group_timeline(group=group)
-    draft = draft_take(request, key=_group_draft_key(group)) if not is_partial(request) else None
+    draft = draft_take(request, key=group_draft_key(group.pk)) if not is_partial(request) else None
     draft_form = draft.get("form") if draft is not None else None
     action_form = GroupActionForm(draft if draft_form == "act" else None, user=request.user)
     runbooks = selectors.runbooks_for(
@@ -268,10 +271,6 @@ def group_page(request: HttpRequest, group_id: int) -> HttpResponse:
     return render(request, template, context, status=400 if form.errors else 200)
 
 
-def _group_draft_key(group: FailureGroup) -> str:
-    return f"group-{group.pk}"
-
-
 def _runbook_forms(
     group: FailureGroup, runbooks: selectors.Runbooks, draft: QueryDict | None
 ) -> dict[str, RunbookForm]:
@@ -316,19 +315,13 @@ def _last_group_action(request: HttpRequest, group: FailureGroup) -> BulkAction 
     ).first()
 
 
-def _group_url(group: FailureGroup, back: str) -> str:
-    url = reverse("triage:group", args=[group.pk])
-    return f"{url}?{urlencode({'back': back})}" if back else url
-
-
 @require_POST
 @login_required
 @permission_required(roles.ACT_ON_GROUP, raise_exception=True)
 def group_act_view(request: HttpRequest, group_id: int) -> HttpResponse:
     group = get_object_or_404(FailureGroup, pk=group_id)
     form = GroupActionForm(request.POST, user=request.user)
-    back_form = GroupRecordsForm({"back": request.POST.get("back", "")})
-    back = back_form.cleaned_data["back"] if back_form.is_valid() else ""
+    back = posted_back(request.POST)
     if form.is_valid():
         data = form.cleaned_data
         action = GroupAction.ASSIGN if data["action"] == UNASSIGN else data["action"]
@@ -351,15 +344,15 @@ def group_act_view(request: HttpRequest, group_id: int) -> HttpResponse:
                 request.session["last_group_action_id"] = undoable.pk
         except GroupActionError as exc:
             messages.error(request, str(exc))
-            draft_keep(request, key=_group_draft_key(group), form=form, extra={"form": "act"})
+            draft_keep(request, key=group_draft_key(group.pk), form=form, extra={"form": "act"})
         else:
             messages.success(request, _done_message(data))
     else:
         messages.error(
             request, _("Nothing was changed. %(errors)s") % {"errors": errors_in_words(form)}
         )
-        draft_keep(request, key=_group_draft_key(group), form=form, extra={"form": "act"})
-    return HttpResponseRedirect(_group_url(group, back))
+        draft_keep(request, key=group_draft_key(group.pk), form=form, extra={"form": "act"})
+    return HttpResponseRedirect(group_page_url(group.pk, back))
 
 
 @require_POST
@@ -369,8 +362,7 @@ def group_runbook_view(request: HttpRequest, group_id: int) -> HttpResponse:
     """Save the runbook link and note of the group's reason or tool."""
     group = get_object_or_404(FailureGroup, pk=group_id)
     form = RunbookForm(request.POST)
-    back_form = GroupRecordsForm({"back": request.POST.get("back", "")})
-    back = back_form.cleaned_data["back"] if back_form.is_valid() else ""
+    back = posted_back(request.POST)
     if form.is_valid() and form.cleaned_data["subject"] == "tool" and not group.tool:
         form.add_error("subject", _("This group has no tool to keep a runbook for."))
     if not form.is_valid():
@@ -379,8 +371,8 @@ def group_runbook_view(request: HttpRequest, group_id: int) -> HttpResponse:
             _("The runbook was not saved. %(errors)s") % {"errors": errors_in_words(form)},
             extra_tags="in-section",
         )
-        draft_keep(request, key=_group_draft_key(group), form=form, extra={"form": "runbook"})
-        return HttpResponseRedirect(_group_url(group, back) + "#runbooks")
+        draft_keep(request, key=group_draft_key(group.pk), form=form, extra={"form": "runbook"})
+        return HttpResponseRedirect(group_page_url(group.pk, back) + "#runbooks")
     data = form.cleaned_data
     every = data["scope"] == RUNBOOK_SCOPE_EVERY or not group.collection
     runbook_set(
@@ -394,7 +386,7 @@ def group_runbook_view(request: HttpRequest, group_id: int) -> HttpResponse:
     )
     # Shown in the runbook card, where the page lands (#runbooks), not above the fold.
     messages.success(request, _("Runbook saved."), extra_tags="in-section")
-    return HttpResponseRedirect(_group_url(group, back) + "#runbooks")
+    return HttpResponseRedirect(group_page_url(group.pk, back) + "#runbooks")
 
 
 @require_POST
@@ -420,7 +412,7 @@ def group_undo_view(request: HttpRequest, group_id: int, action_id: int) -> Http
                 gettext("Not undone: the group changed after the %(action)s.") % {"action": label},
             )
     request.session.pop("last_group_action_id", None)
-    return HttpResponseRedirect(_group_url(group, action.query))
+    return HttpResponseRedirect(group_page_url(group.pk, action.query))
 
 
 @require_POST

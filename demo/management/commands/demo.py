@@ -442,17 +442,21 @@ class Command(BaseCommand):
         self.stdout.write("Running the search, plan and execute suites through the worker.")
         finished = []
         for queued in runs:
-            run = wait_for_run(
-                run_id=queued.pk,
-                out=self.stdout,
-                err=self.stderr,
-                timeout=DEMO_WAIT_SECONDS,
-                start_worker=False,
-            )
+            run = self._wait_for_run(queued)
             if run.status != RunStatus.DONE:
                 raise CommandError(f"Demo run {run.pk} {run.status}: {run.error}")
             finished.append(run)
         return finished
+
+    def _wait_for_run(self, queued: CaseRun) -> CaseRun:
+        """A run the demo's worker executes, to its end (or the demo's wait)."""
+        return wait_for_run(
+            run_id=queued.pk,
+            out=self.stdout,
+            err=self.stderr,
+            timeout=DEMO_WAIT_SECONDS,
+            start_worker=False,
+        )
 
     def _print_runs(self, base_url: str, runs: list[CaseRun]) -> None:
         for run in runs:
@@ -531,13 +535,7 @@ class Command(BaseCommand):
         collection = Collection.objects.get(name=DEMO_COLLECTION)
         queued = fixes_demo.verify(collection=collection, actor=operator)
         if queued is not None:
-            run = wait_for_run(
-                run_id=queued.pk,
-                out=self.stdout,
-                err=self.stderr,
-                timeout=DEMO_WAIT_SECONDS,
-                start_worker=False,
-            )
+            run = self._wait_for_run(queued)
             verdicts += f"; getOrderDetail verified by run #{run.pk} ({run.passed}/{run.total})"
         self.stdout.write(f"Fixes: {verdicts}: {base_url}/fixes/")
 
