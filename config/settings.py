@@ -286,6 +286,11 @@ CELERY_BEAT_SCHEDULE = {
     "evaluate-alert-rules": {"task": "alerts.tasks.evaluate_rules", "schedule": 60.0},
     # Retention: does nothing while TRIAGE_RETENTION_DAYS is 0.
     "prune-old-records": {"task": "triage.tasks.prune_old_records", "schedule": 3600.0},
+    # PostgreSQL: the records' day partitions for the retention window and the days ahead.
+    "keep-record-partitions": {
+        "task": "triage.tasks.keep_record_partitions",
+        "schedule": 3600.0,
+    },
     # Contracts: counts what arrived for the contracts page (seed 004's rollout plan).
     "scan-contracts": {"task": "contracts.tasks.scan_contracts", "schedule": 60.0},
     # Fixes: measures whether each fix of the last week held (and tracks promotions).

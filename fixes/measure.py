@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, Min, Q, QuerySet
 from django.db.models.functions import Coalesce, Lower
 from django.utils import timezone
 
@@ -166,23 +166,22 @@ def _carry(fix: Fix, source: str, rows: Iterable[datetime]) -> bool:
     return changed
 
 
-def carry_pruned_records(*, record_ids: Sequence[int], pruned_at: datetime, days: int) -> None:
-    """Retention's hook, in its batch's transaction before the records go."""
-    rows = list(
-        FailureRecord.objects.filter(pk__in=record_ids)
-        .exclude(source=TEST_SOURCE)
-        .values_list("group_id", "collection", "tool", "occurred_at")
-    )
-    if not rows:
+def carry_pruned_records(
+    *, records: QuerySet[FailureRecord], pruned_at: datetime, days: int
+) -> None:
+    """Retention's hook, in its transaction before the records go (a batch of rows, or a
+    whole day's partition: each unsettled fix reads only its own group's or tool's)."""
+    counted = records.exclude(source=TEST_SOURCE)
+    earliest = counted.aggregate(earliest=Min("occurred_at"))["earliest"]
+    if earliest is None:
         return
-    for fix in _unsettled_touching(min(row[3] for row in rows)):
-        mine = [
-            occurred
-            for group_id, collection, tool, occurred in rows
-            if (group_id == fix.group_id if fix.group_id is not None
-                else (collection, tool) == (fix.collection, fix.tool))
-        ]  # fmt: skip
-        if _carry(fix, "records", mine):
+    for fix in _unsettled_touching(earliest):
+        mine = (
+            counted.filter(group_id=fix.group_id)
+            if fix.group_id is not None
+            else counted.filter(collection=fix.collection, tool=fix.tool)
+        )
+        if _carry(fix, "records", mine.values_list("occurred_at", flat=True).iterator()):
             fix.save(update_fields=["carried"])
 
 

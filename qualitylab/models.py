@@ -238,8 +238,16 @@ class CaseResult(models.Model):
     allowed_failure = models.BooleanField(default=False)
     sections = BulkJSONField(default=dict)
     latency_ms = BulkJSONField(default=dict)
+    # No database constraint: on PostgreSQL the records table is partitioned by day, and a
+    # foreign key to it would have to name the day too. Retention clears the link (and says
+    # so, below) before a record goes, as the constraint's SET NULL would have.
     failure_record = models.ForeignKey(
-        "triage.FailureRecord", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        "triage.FailureRecord",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        db_constraint=False,
     )
     # Set when retention removes the linked record (qualitylab/retention.py), so the pages say
     # so instead of showing nothing: when, the age it was older than, and its group, which

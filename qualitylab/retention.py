@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import datetime
 
-from django.db.models import OuterRef, Subquery
+from django.db.models import OuterRef, QuerySet, Subquery
 
 from qualitylab.models import CaseResult
 from triage.models import FailureRecord
 
 
-def case_results_mark_pruned(*, record_ids: Sequence[int], pruned_at: datetime, days: int) -> None:
+def case_results_mark_pruned(
+    *, records: QuerySet[FailureRecord], pruned_at: datetime, days: int
+) -> None:
     """Called by triage.upkeep.retention before the records go: keep when, the age limit and the
     group (which outlives its records) on every result that linked one of them."""
     group_of_record = FailureRecord.objects.filter(pk=OuterRef("failure_record_id")).values(
@@ -19,7 +20,7 @@ def case_results_mark_pruned(*, record_ids: Sequence[int], pruned_at: datetime, 
     )[:1]
     # Every SET expression reads the row as it was, so the group is found before the link
     # is cleared.
-    CaseResult.objects.filter(failure_record_id__in=record_ids).update(
+    CaseResult.objects.filter(failure_record_id__in=records.values("pk")).update(
         pruned_record_group_id=Subquery(group_of_record),
         failure_record_pruned_at=pruned_at,
         failure_record_retention_days=days,

@@ -388,11 +388,25 @@ class RunnerEvent(models.Model):
 class FailureRecord(models.Model):
     """One normalized failure (seed 000's record plus execution facts of seed 004)."""
 
-    group = models.ForeignKey(FailureGroup, on_delete=models.PROTECT, related_name="records")
-    batch = models.ForeignKey(IngestBatch, null=True, on_delete=models.SET_NULL, related_name="+")
+    # No database constraints on the links below: on PostgreSQL the table is partitioned by
+    # day (triage/upkeep/partitions.py), and a constraint would make each day's detach and
+    # drop lock the groups, batches and events tables, against ingest and the pages. The
+    # desk writes the links itself (ingest), groups are never deleted, and retention clears
+    # what points at a pruned event or record; Django still applies PROTECT and SET_NULL.
+    group = models.ForeignKey(
+        FailureGroup, on_delete=models.PROTECT, related_name="records", db_constraint=False
+    )
+    batch = models.ForeignKey(
+        IngestBatch, null=True, on_delete=models.SET_NULL, related_name="+", db_constraint=False
+    )
     client_id = models.CharField(max_length=200, blank=True)
     runner_event = models.OneToOneField(
-        RunnerEvent, null=True, blank=True, on_delete=models.SET_NULL, related_name="failure"
+        RunnerEvent,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="failure",
+        db_constraint=False,
     )
     collection = models.CharField(max_length=200, blank=True)
     source = models.CharField(max_length=20, choices=_SOURCE_CHOICES, default="runtime")

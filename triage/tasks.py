@@ -7,7 +7,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from triage import services
-from triage.upkeep import retention
+from triage.upkeep import partitions, retention
 
 
 @shared_task
@@ -30,3 +30,12 @@ def prune_old_records() -> int | None:
         channel="beat",
     )
     return run.pk
+
+
+@shared_task
+def keep_record_partitions() -> int:
+    """Beat, hourly (PostgreSQL): a partition for each day retention keeps and the days
+    ahead, so that records land in their day and retention can drop it whole. Returns how
+    many it created (none on SQLite, which keeps one table)."""
+    days = partitions.window_days(now=timezone.now(), retention_days=settings.TRIAGE_RETENTION_DAYS)
+    return len(partitions.ensure_days(days))

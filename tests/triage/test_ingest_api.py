@@ -9,6 +9,7 @@ from unittest import mock
 import pytest
 from django.db import OperationalError, connection
 from django.db.models import Sum
+from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from rest_framework.test import APIClient
@@ -449,6 +450,7 @@ def test_the_quota_counts_decompressed_bytes_too(make_api_key: Any, settings: An
     assert FailureRecord.objects.count() == 2
 
 
+@override_settings(TRIAGE_RETENTION_DAYS=0)  # 1975 is older than any retention keeps
 def test_any_iso_offset_is_stored_in_utc_and_a_date_before_the_first_day_is_refused(
     ingest_client: APIClient,
 ) -> None:
@@ -470,3 +472,34 @@ def test_any_iso_offset_is_stored_in_utc_and_a_date_before_the_first_day_is_refu
     assert [r.occurred_at.isoformat() for r in stored] == ["1975-12-31T04:22:00.000001+00:00"] * 2
     [rejected] = [i for i in response.json()["items"] if i["status"] == "rejected"]
     assert rejected["error"]["code"] == "timestamp_out_of_range"
+
+
+@override_settings(TRIAGE_RETENTION_DAYS=30)
+def test_a_failure_or_event_older_than_retention_keeps_is_refused_with_its_code(
+    ingest_client: APIClient,
+) -> None:
+    """The next prune would remove it, and on PostgreSQL its day may be dropped already."""
+    now = timezone.now()
+    old = (now - timedelta(days=30, minutes=1)).isoformat()
+    kept = (now - timedelta(days=29, hours=23)).isoformat()
+    response = post(
+        ingest_client,
+        [
+            failure_item("old", occurred_at=old),
+            runner_event_item("old-event", occurred_at=old),
+            failure_item("kept", occurred_at=kept),
+            receipt_item("old-receipt", created_at=old),  # receipts outlive retention
+        ],
+    )
+    assert response.status_code == 207, response.content
+    items = {item["id"]: item for item in response.json()["items"]}
+    assert {key: item["status"] for key, item in items.items()} == {
+        "old": "rejected",
+        "old-event": "rejected",
+        "kept": "accepted",
+        "old-receipt": "accepted",
+    }
+    assert items["old"]["error"]["code"] == "older_than_retention"
+    assert items["old"]["error"]["field"] == "body.occurred_at"
+    assert "30 days" in items["old"]["error"]["message"]
+    assert list(FailureRecord.objects.values_list("client_id", flat=True)) == ["kept"]

@@ -23,6 +23,13 @@ from triage.services import group_act
 
 pytestmark = pytest.mark.django_db
 
+
+@pytest.fixture(autouse=True)
+def _retention_off(settings: Any) -> None:
+    """These items carry dates older than retention keeps (which ingest would refuse)."""
+    settings.TRIAGE_RETENTION_DAYS = 0
+
+
 # Deployments of the "shop" collection, an hour apart, well in the past.
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 DEPLOYED = {"1.3": T0, "1.4": T0 + timedelta(hours=1), "1.5": T0 + timedelta(hours=2)}

@@ -66,6 +66,8 @@ from triage.models import (
 from triage.releases import Reopening, reopening
 from triage.scrub import ScrubError, scrub_payload
 from triage.timebins import day_floor, hour_floor
+from triage.upkeep.partitions import lock_spans
+from triage.upkeep.retention import retention_cutoff
 from triage.vocabulary import taxonomy
 from triage.vocabulary.lanes import ToolFacts, classify, classify_receipt
 
@@ -375,9 +377,26 @@ def _prepare(index: int, item: Any, *, now: datetime) -> _Prepared | _Rejected:
         fields = parse(clean, now=now)
         model = _EXTRA_TYPES[safe_type].model if safe_type in _EXTRA_TYPES else None
         storable_item(fields, model=model, deep=may_hold_unstorable_text(canonical))
+        _within_retention(fields, now=now)
     except ItemError as exc:
         return _Rejected(index, safe_type, client_id, exc)
     return _Prepared(index, safe_type, client_id, digest, fields)
+
+
+def _within_retention(fields: ParsedFields, *, now: datetime) -> None:
+    """Refuse a failure or runner event older than retention keeps: the next prune would
+    remove it, and its day's partition may be gone already (triage.upkeep.partitions)."""
+    days = settings.TRIAGE_RETENTION_DAYS
+    if not days or not isinstance(fields, (FailureFields, RunnerEventFields)):
+        return
+    cutoff = retention_cutoff(days=days, now=now)
+    if fields.occurred_at < cutoff:
+        raise ItemError(
+            "older_than_retention",
+            "body.occurred_at",
+            f"occurred_at is before {cutoff:%Y-%m-%dT%H:%M:%SZ}: the desk keeps records "
+            f"for {days} days (TRIAGE_RETENTION_DAYS).",
+        )
 
 
 def batch_ingest(
@@ -817,6 +836,7 @@ def _one_record_per_span(
     spans = sorted({(f.trace_id, f.span_id) for _, f, _ in failures if f.trace_id})
     if not spans:
         return failures
+    lock_spans(spans)
     stored = _records_of_spans(spans)
     first: dict[tuple[str, str], FailureFields] = {}
     updated: dict[int, FailureRecord] = {}

@@ -33,38 +33,32 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from django.conf import settings
-from django.db import IntegrityError, connection, models, transaction
-from django.db.models import Exists, F, OuterRef, Q
+from django.db import connection, models, transaction
+from django.db.models import Exists, F, OuterRef
 from django.utils import timezone
 from django.utils.translation import gettext_noop
 
-from core.sql import row_sources
 from triage.models import (
     FailureGroup,
-    FailureGroupBucket,
-    FailureGroupDay,
-    FailureGroupFacet,
     FailureRecord,
     RetentionRun,
     RetentionStatus,
     RunnerEvent,
 )
 from triage.timebins import day_floor, hour_floor
+from triage.upkeep import partitions
+from triage.upkeep.counters import ID_CHUNK, RetentionDriftError, delete_ids, subtract_counts
 
 logger = logging.getLogger(__name__)
 
 # Any constant 64-bit key; advisory locks are scoped to the current database.
 _ADVISORY_LOCK_KEY = 0x7472_6961_6765_0001
-# Ids per IN (...) list: far below SQLite's limit on query parameters.
-_ID_CHUNK = 500
-
-
-class RetentionDriftError(Exception):
-    """A counter did not hold the records being removed: it was wrong before this prune."""
 
 
 class PrunedListener(Protocol):
-    def __call__(self, *, record_ids: Sequence[int], pruned_at: datetime, days: int) -> None: ...
+    def __call__(
+        self, *, records: models.QuerySet[FailureRecord], pruned_at: datetime, days: int
+    ) -> None: ...
 
 
 class PrunedEventsListener(Protocol):
@@ -87,7 +81,8 @@ _EVENT_LISTENERS: list[PrunedEventsListener] = []
 
 def on_records_pruned(listener: PrunedListener) -> None:
     """Register from an app's ready(): called in each batch's transaction, before the records
-    are deleted, so rows pointing at them can say they were pruned (and still read them)."""
+    are deleted, so rows pointing at them can say they were pruned (and still read them).
+    `records` is a batch of rows or, on a partitioned table, a whole day."""
     if listener not in _LISTENERS:
         _LISTENERS.append(listener)
 
@@ -100,8 +95,17 @@ def on_runner_events_pruned(listener: PrunedEventsListener) -> None:
 
 
 def retention_cutoff(*, days: int, now: datetime) -> datetime:
-    """Records that occurred before this moment are older than `days` days."""
+    """Records that occurred before this moment are older than `days` days (ingest refuses
+    them)."""
     return now - timedelta(days=days)
+
+
+def prune_cutoff(*, days: int, now: datetime) -> datetime:
+    """What a prune removes records before. On a table partitioned by day, the start of the
+    oldest day it keeps when that is earlier than the retention cutoff: a day goes whole once
+    it has ended an hour's grace before the cutoff (triage.upkeep.partitions), so the day the
+    cutoff falls in stays until then, and no row of it is deleted one by one."""
+    return partitions.kept_from(retention_cutoff(days=days, now=now))
 
 
 @dataclass(frozen=True)
@@ -115,7 +119,7 @@ class PrunePreview:
 
 
 def records_prune_preview(*, days: int, now: datetime | None = None) -> PrunePreview:
-    cutoff = retention_cutoff(days=days, now=now or timezone.now())
+    cutoff = prune_cutoff(days=days, now=now or timezone.now())
     old = FailureRecord.objects.filter(occurred_at__lt=cutoff)
     kept_backing = FailureRecord.objects.filter(
         runner_event=OuterRef("pk"), occurred_at__gte=cutoff
@@ -186,7 +190,8 @@ def records_prune(
     if batch_size < 1:
         raise ValueError("batch_size must be at least 1")
     now = now or timezone.now()
-    cutoff = retention_cutoff(days=days, now=now)
+    retention_ends = retention_cutoff(days=days, now=now)
+    cutoff = partitions.kept_from(retention_ends)
     fields: dict[str, Any] = {
         "channel": channel,
         "days": days,
@@ -207,9 +212,17 @@ def records_prune(
             error=gettext_noop("Its process stopped before it finished; the next run went on."),
         )
         run = RetentionRun.objects.create(**fields)
-        pruner = _Pruner(run=run, now=now, max_seconds=max_seconds, on_batch=on_batch)
+        pruner = _Pruner(
+            run=run,
+            now=now,
+            retention_ends=retention_ends,
+            max_seconds=max_seconds,
+            on_batch=on_batch,
+        )
         try:
-            complete = pruner.prune_records() and pruner.prune_runner_events()
+            complete = (
+                pruner.drop_days() and pruner.prune_records() and pruner.prune_runner_events()
+            )
         except Exception as exc:
             logger.exception("retention run %s failed", run.pk)
             pruner.finish(RetentionStatus.FAILED, error=f"{exc.__class__.__name__}: {exc}")
@@ -231,11 +244,13 @@ class _Pruner:
         *,
         run: RetentionRun,
         now: datetime,
+        retention_ends: datetime,
         max_seconds: float | None,
         on_batch: Callable[[RetentionRun], None] | None,
     ) -> None:
         self.run = run
         self.now = now
+        self.retention_ends = retention_ends
         self.started = time.monotonic()
         self.max_seconds = max_seconds
         self.on_batch = on_batch
@@ -248,6 +263,42 @@ class _Pruner:
             and self.run.batches > 0
             and time.monotonic() - self.started >= self.max_seconds
         )
+
+    def drop_days(self) -> bool:
+        """On a partitioned table: whole days before the cutoff, each dropped with its counts
+        (a day an earlier run detached first). Then only the default partition's stragglers
+        are left for `prune_records`."""
+        if not partitions.partitioned():
+            return True
+        for dropped in partitions.drop_detached(cutoff=self.run.cutoff):
+            self.count_dropped(dropped)
+        for day in partitions.droppable_days(self.retention_ends):
+            if self.out_of_time():
+                return False
+            dropped = partitions.drop_day(
+                day, before_detach=self.tell_listeners, cutoff=self.run.cutoff
+            )
+            self.count_dropped(dropped)
+        return True
+
+    def tell_listeners(self, start: datetime, end: datetime) -> None:
+        records = FailureRecord.objects.filter(occurred_at__gte=start, occurred_at__lt=end)
+        for listener in _LISTENERS:
+            listener(records=records, pruned_at=self.now, days=self.run.days)
+        _clear_remaining_pointers(records)
+
+    def count_dropped(self, dropped: partitions.DroppedDay) -> None:
+        self.touched |= dropped.groups
+        self.run.batches += 1
+        self.run.records_deleted += dropped.records
+        self.run.groups_touched = len(self.touched)
+        RetentionRun.objects.filter(pk=self.run.pk).update(
+            batches=self.run.batches,
+            records_deleted=self.run.records_deleted,
+            groups_touched=self.run.groups_touched,
+        )
+        if self.on_batch is not None:
+            self.on_batch(self.run)
 
     def prune_records(self) -> bool:
         """Batches until nothing older than the cutoff is left (True) or time is up (False)."""
@@ -300,8 +351,8 @@ class _Pruner:
     def finish(self, status: str, *, error: str = "") -> None:
         touched = sorted(self.touched)
         emptied = sum(
-            FailureGroup.objects.filter(pk__in=touched[start : start + _ID_CHUNK], count=0).count()
-            for start in range(0, len(touched), _ID_CHUNK)
+            FailureGroup.objects.filter(pk__in=touched[start : start + ID_CHUNK], count=0).count()
+            for start in range(0, len(touched), ID_CHUNK)
         )
         self.run.status = status
         self.run.error = error[:2000]
@@ -345,10 +396,11 @@ def _prune_record_batch(
         .order_by("pk")
         .values_list("pk", flat=True)
     )
+    records = FailureRecord.objects.filter(pk__in=record_ids, occurred_at__lt=cutoff)
     for listener in _LISTENERS:
-        listener(record_ids=record_ids, pruned_at=pruned_at, days=days)
-    _clear_remaining_pointers(record_ids)
-    deleted = _delete_ids(FailureRecord, record_ids)
+        listener(records=records, pruned_at=pruned_at, days=days)
+    _clear_remaining_pointers(records)
+    deleted = delete_ids(FailureRecord, record_ids)
     if deleted != len(record_ids):  # the rows were locked: nobody else can have removed them
         raise RetentionDriftError(f"deleted {deleted} of {len(record_ids)} locked records")
 
@@ -369,41 +421,11 @@ def _prune_record_batch(
         facets[(group_id, "execution_state", state)] += 1
         if release:
             facets[(group_id, "release", release)] += 1
-    try:
-        _subtract_from_groups(per_group)
-        empty_buckets = _subtract(
-            FailureGroupBucket._meta.db_table,
-            ("group_id", "hour"),
-            ("bigint", "timestamptz"),
-            hours,
-        )
-        empty_days = _subtract(
-            FailureGroupDay._meta.db_table,
-            ("group_id", "day"),
-            ("bigint", "timestamptz"),
-            day_counts,
-        )
-        empty_facets = _subtract(
-            FailureGroupFacet._meta.db_table,
-            ("group_id", "dimension", "value"),
-            ("bigint", "text", "text"),
-            facets,
-        )
-    except IntegrityError as exc:  # a CHECK (count >= 0) refused the subtraction
-        raise RetentionDriftError(
-            f"a counter of groups {group_ids[:10]} holds fewer records than it should ({exc})"
-        ) from exc
-    # An hour, day or facet with no record left has no row, as if it had never been counted.
-    _delete_ids(FailureGroupBucket, empty_buckets)
-    _delete_ids(FailureGroupDay, empty_days)
-    _delete_ids(FailureGroupFacet, empty_facets)
-    FailureGroup.objects.filter(pk__in=group_ids).filter(
-        Q(pruned_before__isnull=True) | Q(pruned_before__lt=cutoff)
-    ).update(pruned_before=cutoff)
+    subtract_counts(per_group=per_group, hours=hours, days=day_counts, facets=facets, cutoff=cutoff)
     return len(record_ids), set(group_ids)
 
 
-def _clear_remaining_pointers(record_ids: list[int]) -> None:
+def _clear_remaining_pointers(records: models.QuerySet[FailureRecord]) -> None:
     """Null any other SET_NULL reference to the records (as Django's delete would), so a
     model added later without a listener never makes retention fail."""
     # include_hidden: Quality Lab's link has related_name="+", which related_objects omits.
@@ -413,7 +435,7 @@ def _clear_remaining_pointers(record_ids: list[int]) -> None:
         if relation.on_delete is not models.SET_NULL:
             continue
         name = relation.field.name
-        relation.field.model._base_manager.filter(**{f"{name}__in": record_ids}).update(
+        relation.field.model._base_manager.filter(**{f"{name}__in": records.values("pk")}).update(
             **{name: None}
         )
 
@@ -435,7 +457,7 @@ def _prune_runner_event_batch(*, cutoff: datetime, size: int) -> int | None:
     event_table = connection.ops.quote_name(RunnerEvent._meta.db_table)
     record_table = connection.ops.quote_name(FailureRecord._meta.db_table)
     # Checked again in the DELETE itself: an event still backing a record stays.
-    deleted = _delete_ids(
+    deleted = delete_ids(
         RunnerEvent,
         event_ids,
         extra_condition=(
@@ -451,71 +473,3 @@ def _prune_runner_event_batch(*, cutoff: datetime, size: int) -> int | None:
             listener(events=list(rows.values()))
     # None also when none of them could go, so the phase cannot select them forever.
     return deleted or None
-
-
-def _delete_ids(model: type[models.Model], ids: Sequence[int], *, extra_condition: str = "") -> int:
-    """A plain DELETE by primary key: Django's delete() would load every row first to
-    process the SET_NULL relations, which retention has already handled."""
-    if not ids:
-        return 0
-    table = connection.ops.quote_name(model._meta.db_table)
-    deleted = 0
-    with connection.cursor() as cursor:
-        for start in range(0, len(ids), _ID_CHUNK):
-            chunk = list(ids[start : start + _ID_CHUNK])
-            condition = f" AND {extra_condition}" if extra_condition else ""
-            cursor.execute(
-                f"DELETE FROM {table} WHERE id IN ({', '.join(['%s'] * len(chunk))}){condition}",
-                chunk,
-            )
-            deleted += cursor.rowcount
-    return deleted
-
-
-def _subtract_from_groups(per_group: dict[int, list[int]]) -> None:
-    table = FailureGroup._meta.db_table
-    rows = [(group_id, *per_group[group_id]) for group_id in sorted(per_group)]
-    changed = 0
-    with connection.cursor() as cursor:
-        for source, params in row_sources(("bigint", "bigint", "bigint", "bigint"), rows):
-            cursor.execute(
-                f"WITH d(group_id, n, r, c) AS ({source}) "
-                f"UPDATE {table} SET count = {table}.count - d.n, "
-                f"retryable_count = {table}.retryable_count - d.r, "
-                f"contradiction_count = {table}.contradiction_count - d.c, "
-                f"pruned_count = {table}.pruned_count + d.n "
-                f"FROM d WHERE {table}.id = d.group_id RETURNING id",
-                params,
-            )
-            changed += len(cursor.fetchall())
-    if changed != len(rows):
-        raise RetentionDriftError(f"{len(rows) - changed} of the records' groups are missing")
-
-
-def _subtract(
-    table: str,
-    key_columns: tuple[str, ...],
-    pg_types: tuple[str, ...],
-    amounts: Counter[Any],
-) -> list[int]:
-    """Subtract each amount from the row with its key (the same key values ingest wrote);
-    return the ids of rows now at zero. Every key must match a row."""
-    rows = sorted((*key, amount) for key, amount in amounts.items())
-    match = " AND ".join(f"{table}.{column} = d.{column}" for column in key_columns)
-    changed: list[tuple[int, int]] = []
-    with connection.cursor() as cursor:
-        for source, params in row_sources((*pg_types, "bigint"), rows):
-            cursor.execute(
-                f"WITH d({', '.join(key_columns)}, n) AS ({source}) "
-                f"UPDATE {table} SET count = {table}.count - d.n "
-                f"FROM d WHERE {match} RETURNING id, count",
-                params,
-            )
-            changed.extend(cursor.fetchall())
-    if len(changed) != len(rows):
-        groups = sorted({row[0] for row in rows})[:10]
-        raise RetentionDriftError(
-            f"{table}: {len(rows) - len(changed)} of the {len(rows)} rows these records were "
-            f"counted in are missing (groups {groups})"
-        )
-    return [row_id for row_id, count in changed if count == 0]

@@ -1,0 +1,138 @@
+"""Taking removed records out of the counters: group totals, hourly buckets, daily rollups
+and facets, exactly what the records added (retention's batches of rows and its dropped days
+share it)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from django.db import IntegrityError, connection, models
+from django.db.models import Q
+
+from core.sql import row_sources
+from triage.models import FailureGroup, FailureGroupBucket, FailureGroupDay, FailureGroupFacet
+
+# Ids per IN (...) list: far below SQLite's limit on query parameters.
+ID_CHUNK = 500
+
+
+class RetentionDriftError(Exception):
+    """A counter did not hold the records being removed: it was wrong before this prune."""
+
+
+def subtract_counts(
+    *,
+    per_group: dict[int, list[int]],
+    hours: Counter[tuple[int, datetime]],
+    days: Counter[tuple[int, datetime]],
+    facets: Counter[tuple[int, str, str]],
+    cutoff: datetime,
+) -> None:
+    """Take removed records out of their groups (records, retryable, with contradictions),
+    hourly buckets, daily rollups and facets, in the caller's transaction, which holds the
+    groups' rows. A row left at zero goes, as if it had never been counted."""
+    if not per_group:  # an empty day's partition
+        return
+    group_ids = sorted(per_group)
+    try:
+        _subtract_from_groups(per_group)
+        empty_buckets = _subtract(
+            FailureGroupBucket._meta.db_table,
+            ("group_id", "hour"),
+            ("bigint", "timestamptz"),
+            hours,
+        )
+        empty_days = _subtract(
+            FailureGroupDay._meta.db_table,
+            ("group_id", "day"),
+            ("bigint", "timestamptz"),
+            days,
+        )
+        empty_facets = _subtract(
+            FailureGroupFacet._meta.db_table,
+            ("group_id", "dimension", "value"),
+            ("bigint", "text", "text"),
+            facets,
+        )
+    except IntegrityError as exc:  # a CHECK (count >= 0) refused the subtraction
+        raise RetentionDriftError(
+            f"a counter of groups {group_ids[:10]} holds fewer records than it should ({exc})"
+        ) from exc
+    delete_ids(FailureGroupBucket, empty_buckets)
+    delete_ids(FailureGroupDay, empty_days)
+    delete_ids(FailureGroupFacet, empty_facets)
+    for start in range(0, len(group_ids), ID_CHUNK):
+        FailureGroup.objects.filter(pk__in=group_ids[start : start + ID_CHUNK]).filter(
+            Q(pruned_before__isnull=True) | Q(pruned_before__lt=cutoff)
+        ).update(pruned_before=cutoff)
+
+
+def delete_ids(model: type[models.Model], ids: Sequence[int], *, extra_condition: str = "") -> int:
+    """A plain DELETE by primary key: Django's delete() would load every row first to
+    process the SET_NULL relations, which retention has already handled."""
+    if not ids:
+        return 0
+    table = connection.ops.quote_name(model._meta.db_table)
+    deleted = 0
+    with connection.cursor() as cursor:
+        for start in range(0, len(ids), ID_CHUNK):
+            chunk = list(ids[start : start + ID_CHUNK])
+            condition = f" AND {extra_condition}" if extra_condition else ""
+            cursor.execute(
+                f"DELETE FROM {table} WHERE id IN ({', '.join(['%s'] * len(chunk))}){condition}",
+                chunk,
+            )
+            deleted += cursor.rowcount
+    return deleted
+
+
+def _subtract_from_groups(per_group: dict[int, list[int]]) -> None:
+    table = FailureGroup._meta.db_table
+    rows = [(group_id, *per_group[group_id]) for group_id in sorted(per_group)]
+    changed = 0
+    with connection.cursor() as cursor:
+        for source, params in row_sources(("bigint", "bigint", "bigint", "bigint"), rows):
+            cursor.execute(
+                f"WITH d(group_id, n, r, c) AS ({source}) "
+                f"UPDATE {table} SET count = {table}.count - d.n, "
+                f"retryable_count = {table}.retryable_count - d.r, "
+                f"contradiction_count = {table}.contradiction_count - d.c, "
+                f"pruned_count = {table}.pruned_count + d.n "
+                f"FROM d WHERE {table}.id = d.group_id RETURNING id",
+                params,
+            )
+            changed += len(cursor.fetchall())
+    if changed != len(rows):
+        raise RetentionDriftError(f"{len(rows) - changed} of the records' groups are missing")
+
+
+def _subtract(
+    table: str,
+    key_columns: tuple[str, ...],
+    pg_types: tuple[str, ...],
+    amounts: Counter[Any],
+) -> list[int]:
+    """Subtract each amount from the row with its key (the same key values ingest wrote);
+    return the ids of rows now at zero. Every key must match a row."""
+    rows = sorted((*key, amount) for key, amount in amounts.items())
+    match = " AND ".join(f"{table}.{column} = d.{column}" for column in key_columns)
+    changed: list[tuple[int, int]] = []
+    with connection.cursor() as cursor:
+        for source, params in row_sources((*pg_types, "bigint"), rows):
+            cursor.execute(
+                f"WITH d({', '.join(key_columns)}, n) AS ({source}) "
+                f"UPDATE {table} SET count = {table}.count - d.n "
+                f"FROM d WHERE {match} RETURNING id, count",
+                params,
+            )
+            changed.extend(cursor.fetchall())
+    if len(changed) != len(rows):
+        groups = sorted({row[0] for row in rows})[:10]
+        raise RetentionDriftError(
+            f"{table}: {len(rows) - len(changed)} of the {len(rows)} rows these records were "
+            f"counted in are missing (groups {groups})"
+        )
+    return [row_id for row_id, count in changed if count == 0]
