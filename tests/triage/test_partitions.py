@@ -250,16 +250,20 @@ def test_ingest_during_a_drop_keeps_every_counter_exact(history: int) -> None:
 def test_one_record_per_span_across_days_and_concurrent_batches() -> None:
     partitions.ensure_days(_days(0, 3))
     span = {"trace_id": "4bf92f3577b34da6a3ce929d0e0e4736", "span_id": "00f067aa0ba902b7"}
+    # Four reports of one call, 7 hours apart: they cross a midnight, so two days'
+    # partitions hold their times; all within a day of the first (the same call).
+    base = datetime.combine(TODAY - timedelta(days=2), datetime.min.time(), UTC) + timedelta(
+        hours=14
+    )
     errors: list[BaseException] = []
     barrier = threading.Barrier(4)
 
     def send(worker: int) -> None:
         try:
             barrier.wait()
-            # The same call reported four times, on four different days' partitions.
             item = failure_item(
                 f"span-{worker}",
-                occurred_at=_stamp(timezone.now() - timedelta(days=worker)),
+                occurred_at=_stamp(base + timedelta(hours=7 * worker)),
                 evidence={f"seen_by_{worker}": True},
                 **span,
             )
@@ -278,6 +282,10 @@ def test_one_record_per_span_across_days_and_concurrent_batches() -> None:
     (record,) = FailureRecord.objects.filter(**span)
     # Whichever came first keeps its classification; the others' evidence is added to it.
     assert {f"seen_by_{n}" for n in range(4)} <= set(record.evidence)
+    # The same span ids three days later are another call (ids are the runtime's to reuse).
+    late = failure_item("span-late", occurred_at=_stamp(base - timedelta(days=3)), **span)
+    assert batch_ingest(owner="late", items=[late]).count("accepted") == 1
+    assert FailureRecord.objects.filter(**span).count() == 2
     assert_exact()
 
 

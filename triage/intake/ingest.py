@@ -833,10 +833,13 @@ def _one_record_per_span(
     Costs nothing for a batch without spans and one indexed query for a batch with them
     (a second one, and an UPDATE, only when some span is already stored).
     """
-    spans = sorted({(f.trace_id, f.span_id) for _, f, _ in failures if f.trace_id})
+    spans: dict[tuple[str, str], datetime] = {}
+    for _, fields, _ in failures:
+        if fields.trace_id:
+            spans.setdefault((fields.trace_id, fields.span_id), fields.occurred_at)
     if not spans:
         return failures
-    lock_spans(spans)
+    lock_spans(sorted(spans))
     stored = _records_of_spans(spans)
     first: dict[tuple[str, str], FailureFields] = {}
     updated: dict[int, FailureRecord] = {}
@@ -867,27 +870,61 @@ def _one_record_per_span(
 _RECORD_TABLE = FailureRecord._meta.db_table
 
 
-def _records_of_spans(spans: list[tuple[str, str]]) -> dict[tuple[str, str], FailureRecord]:
-    """The stored records of these spans: one probe of the span index per pair (a scalar
-    subquery, which no planner turns into a scan of the table, whatever its statistics
-    say), then, usually for none, the fields a merge needs."""
+# A span and a report are the same call when both carry its span and their times are this
+# close: they describe one moment (a report the runtime's spool sends late keeps its time).
+# The bound lets the probe read only the days around it on a table partitioned by day.
+SAME_CALL_WINDOW = timedelta(days=1)
+
+
+def _records_of_spans(
+    spans: dict[tuple[str, str], datetime],
+) -> dict[tuple[str, str], FailureRecord]:
+    """The stored records of these spans: one probe of the span index per pair, in the days
+    around its time (a scalar subquery, which no planner turns into a scan of the table,
+    whatever its statistics say; the batch's days bound it for the planner too), then,
+    usually for none, the fields a merge needs."""
     ids: list[int] = []
+    earliest = min(spans.values()) - SAME_CALL_WINDOW
+    latest = max(spans.values()) + SAME_CALL_WINDOW
+    keys = sorted(spans)
     with connection.cursor() as cursor:
-        for source, params in row_sources(("text", "text"), spans):
+        if connection.vendor == "postgresql":
+            # Each probe is bounded by its own span's days, so that only those partitions
+            # are read (run-time partition pruning), and the batch's days bound the plan.
+            sources = row_sources(
+                ("text", "text", "timestamptz"), [(*key, spans[key]) for key in keys]
+            )
+            window = (
+                "AND r.occurred_at >= %s AND r.occurred_at <= %s "
+                "AND r.occurred_at >= k.at - %s AND r.occurred_at <= k.at + %s"
+            )
+            bounds: list[Any] = [earliest, latest, SAME_CALL_WINDOW, SAME_CALL_WINDOW]
+            columns = "trace_id, span_id, at"
+        else:
+            sources = row_sources(("text", "text"), keys)
+            window, bounds, columns = "", [], "trace_id, span_id"
+        for source, params in sources:
             cursor.execute(
-                f"WITH k(trace_id, span_id) AS ({source}) "
+                f"WITH k({columns}) AS ({source}) "
                 f"SELECT found.id FROM (SELECT (SELECT r.id FROM {_RECORD_TABLE} r "
-                "WHERE r.trace_id = k.trace_id AND r.span_id = k.span_id) AS id FROM k) found "
-                "WHERE found.id IS NOT NULL",
-                params,
+                f"WHERE r.trace_id = k.trace_id AND r.span_id = k.span_id {window}) AS id "
+                "FROM k) found WHERE found.id IS NOT NULL",
+                [*params, *bounds],
             )
             ids.extend(row[0] for row in cursor.fetchall())
     if not ids:
         return {}
-    rows = FailureRecord.objects.filter(pk__in=ids).only(
-        "pk", "trace_id", "span_id", "evidence", "extra", "idempotency_key"
+    found = FailureRecord.objects.filter(
+        pk__in=ids, occurred_at__gte=earliest, occurred_at__lte=latest
+    ).only(
+        "pk", "trace_id", "span_id", "evidence", "extra", "idempotency_key", "occurred_at"
     )
-    return {(row.trace_id or "", row.span_id or ""): row for row in rows}
+    return {
+        key: row
+        for row in found
+        if abs(row.occurred_at - spans[key := (row.trace_id or "", row.span_id or "")])
+        <= SAME_CALL_WINDOW
+    }
 
 
 def _add_missing(target: FailureRecord | FailureFields, later: FailureFields) -> bool:

@@ -5,24 +5,21 @@ from __future__ import annotations
 
 import json
 import threading
+import time
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.db import connection
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from tests.factories import failure_item
 from tests.triage.intake.otlp_helpers import request_of
-from triage.intake.ingest import batch_ingest
+from triage.intake.ingest import SAME_CALL_WINDOW, batch_ingest
 from triage.models import FailureGroup, FailureRecord, IngestBatch, RunnerEvent
 
 pytestmark = [pytest.mark.services("postgres"), pytest.mark.django_db]
-
-
-@pytest.fixture(autouse=True)
-def _retention_off(settings: Any) -> None:
-    """These items carry dates older than retention keeps (which ingest would refuse)."""
-    settings.TRIAGE_RETENTION_DAYS = 0
 
 
 TRACE = bytes.fromhex("4bf92f3577b34da6a3ce929d0e0e4736")
@@ -48,6 +45,9 @@ def post_span(client: APIClient, *, span_id: bytes = SPAN, **attributes: Any) ->
         trace_id=TRACE,
         span_id=span_id,
         resource={"service.name": "shop"},
+        # Now, as the report's time is: a span and a report are one call when they say
+        # the same moment (within ingest.SAME_CALL_WINDOW).
+        end=time.time_ns(),
     )
     response = client.post(
         "/v1/traces", data=request.SerializeToString(), content_type="application/x-protobuf"
@@ -233,3 +233,15 @@ def test_the_same_call_sent_by_two_batches_at_once_is_stored_once(settings: Any)
     assert sorted(statuses) == ["accepted"] + ["duplicate"] * 5
     assert FailureRecord.objects.count() == 1
     assert FailureGroup.objects.get().count == 1
+
+
+def test_a_report_of_the_same_span_ids_days_apart_is_another_call(
+    ingest_client: APIClient,
+) -> None:
+    """One call is one moment: the same span ids more than a day (SAME_CALL_WINDOW) from the
+    stored record's time are another record, and the probe reads only the days around."""
+    post_span(ingest_client)
+    then = (timezone.now() - SAME_CALL_WINDOW - timedelta(minutes=5)).isoformat()
+    answer = post_items(ingest_client, report(occurred_at=then))
+    assert (answer["accepted"], answer["duplicates"]) == (1, 0)
+    assert FailureRecord.objects.filter(trace_id=TRACE.hex(), span_id=SPAN.hex()).count() == 2
