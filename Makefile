@@ -94,10 +94,12 @@ bench-report: install
 
 ## 100k then 1M records into PostgreSQL (DATABASE triage_scale), then page times: ~10 min;
 ## then the contracts page with 1,000 tools over a million records (DATABASE
-## triage_contracts; bench/contracts.py --reuse measures again without loading).
+## triage_contracts; bench/contracts.py --reuse measures again without loading); then the
+## partitions migration and the drop of a day of a million records (DATABASE triage_partitions).
 bench-scale: install
 	$(PY) bench/triage_scale.py --strict
 	$(PY) bench/contracts.py --strict
+	$(PY) bench/partitions.py --strict
 
 ## Pages under an ingest flood: viewers and senders on shared and split pools (~4 min after
 ## the million-record database of bench-scale is loaded), then the ingest pool with its
