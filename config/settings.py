@@ -85,6 +85,8 @@ MIDDLEWARE = [
     "triage.language.PreferredLanguageMiddleware",
     # After authentication: the person's time zone is their preference, or their browser's.
     "triage.middleware.PersonTimeZoneMiddleware",
+    # After authentication: a signed-in person's pages may read the replica (core/replica.py).
+    "core.replica.ReplicaReadsMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
@@ -115,6 +117,7 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "triage.pages.context_processors.navigation",
                 "triage.pages.context_processors.time_zone",
+                "core.replica.page_reads",
             ],
         },
     }
@@ -141,6 +144,35 @@ else:
     _database.setdefault("OPTIONS", {})
     _database["OPTIONS"].setdefault("connect_timeout", env_int("DATABASE_CONNECT_TIMEOUT", 3))
 DATABASES = {"default": _database}
+# A streaming replica of DATABASE_URL that signed-in people's pages read from, when it answers
+# and is at most TRIAGE_REPLICA_MAX_LAG_SECONDS behind (core/replica.py); everything else, and
+# every page when it is unset, reads the primary.
+DATABASE_REPLICA_URL = env_str("DATABASE_REPLICA_URL", "")
+if DATABASE_REPLICA_URL:
+    if _database["ENGINE"] != "config.postgresql":
+        raise ImproperlyConfigured("DATABASE_REPLICA_URL needs a PostgreSQL DATABASE_URL.")
+    try:
+        _replica = dj_database_url.parse(
+            DATABASE_REPLICA_URL, conn_max_age=60, conn_health_checks=True
+        )
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"DATABASE_REPLICA_URL is not a database URL: {exc}") from None
+    if _replica["ENGINE"] != "django.db.backends.postgresql":
+        raise ImproperlyConfigured("DATABASE_REPLICA_URL must be a postgres:// URL.")
+    _replica["ENGINE"] = "config.postgresql"
+    _replica.setdefault("OPTIONS", {})
+    # Short: a page waits this long at most for a replica that does not answer, once per
+    # process every few seconds, then reads the primary.
+    _replica["OPTIONS"].setdefault(
+        "connect_timeout", env_int("DATABASE_REPLICA_CONNECT_TIMEOUT", 2, minimum=1)
+    )
+    # The test runner creates no database on the replica: it reads the primary's.
+    _replica["TEST"] = {"MIRROR": "default"}
+    DATABASES["replica"] = _replica
+DATABASE_ROUTERS = ["core.replica.ReplicaRouter"]
+TRIAGE_REPLICA_MAX_LAG_SECONDS = env_float("TRIAGE_REPLICA_MAX_LAG_SECONDS", 5.0)
+if TRIAGE_REPLICA_MAX_LAG_SECONDS <= 0:
+    raise ImproperlyConfigured("TRIAGE_REPLICA_MAX_LAG_SECONDS must be more than 0.")
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -916,9 +916,7 @@ def _records_of_spans(
         return {}
     found = FailureRecord.objects.filter(
         pk__in=ids, occurred_at__gte=earliest, occurred_at__lte=latest
-    ).only(
-        "pk", "trace_id", "span_id", "evidence", "extra", "idempotency_key", "occurred_at"
-    )
+    ).only("pk", "trace_id", "span_id", "evidence", "extra", "idempotency_key", "occurred_at")
     return {
         key: row
         for row in found
