@@ -2,26 +2,24 @@
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import cached_property
-from typing import Any, NamedTuple, TypedDict
+from operator import attrgetter, itemgetter
+from typing import Any, NamedTuple, TypedDict, TypeVar
 
-from django.db import connection
+from django.db import connection, connections, router
 from django.db.models import (
     Count,
     Exists,
-    IntegerField,
+    Field,
     OuterRef,
     Q,
     QuerySet,
     Subquery,
     Sum,
-    Value,
 )
-from django.db.models.expressions import RawSQL
 from django.utils import timezone
 from django.utils.translation import get_language, gettext, gettext_lazy
 
@@ -132,7 +130,9 @@ class GroupSummary(NamedTuple):
     assignee: str | None
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: a frozen dataclass sets each field through object.__setattr__, and a page
+# makes thousands of these.
+@dataclass(slots=True)
 class GroupRow:
     group: GroupSummary
     window_count: int
@@ -166,11 +166,18 @@ class GroupRow:
 
 @dataclass
 class ReasonRow:
-    """One (stage, reason) line of the triage page; its figures are computed once per render."""
+    """One (stage, reason) line of the triage page. Its groups are added largest first, and
+    what the line shows of them is tallied as each is added: one pass over a busy fleet's
+    thousands of groups, instead of one pass per figure."""
 
     stage: str
     reason: str
     info: taxonomy.ReasonInfo | None
+    # The earliest first record and the latest last record of its groups (tallied by add(),
+    # from those of the first group).
+    first_seen: datetime
+    last_seen: datetime
+    # Largest first in the window (triage_overview adds them in that order).
     groups: list[GroupRow] = field(default_factory=list)
     spark: list[int] = field(default_factory=list)
     state_mix: dict[str, int] = field(default_factory=dict)
@@ -180,70 +187,84 @@ class ReasonRow:
     spiking: bool = False
     # Groups of the row first seen in the window (a new group of an old reason).
     new_groups: int = 0
+    # Tallied by add(): records in the window and in the window of the same length just
+    # before it; the groups' records of all time and the retryable ones; records in the
+    # window in groups whose lane allows a retry.
+    count: int = 0
+    previous_count: int = 0
+    records: int = 0
+    retryable_records: int = 0
+    retry_safe_count: int = 0
+    tool_counts: dict[str, int] = field(default_factory=dict, repr=False)
+    lane_counts: dict[str, int] = field(default_factory=dict, repr=False)
+    collection_names: set[str] = field(default_factory=set, repr=False)
+    statuses: set[str] = field(default_factory=set, repr=False)
+    assignee_names: set[str] = field(default_factory=set, repr=False)
 
-    @cached_property
-    def count(self) -> int:
-        return sum(row.window_count for row in self.groups)
+    def add(self, row: GroupRow) -> None:
+        group, count = row.group, row.window_count
+        self.groups.append(row)
+        if group.first_seen < self.first_seen:
+            self.first_seen = group.first_seen
+        if group.last_seen > self.last_seen:
+            self.last_seen = group.last_seen
+        self.count += count
+        self.previous_count += row.previous_count
+        self.records += group.records
+        self.retryable_records += group.retryable_records
+        tool = group.tool or gettext("(no tool)")
+        self.tool_counts[tool] = self.tool_counts.get(tool, 0) + count
+        self.lane_counts[group.lane] = self.lane_counts.get(group.lane, 0) + count
+        if group.lane == "retry_safe":
+            self.retry_safe_count += count
+        self.collection_names.add(group.collection or gettext("(none)"))
+        self.statuses.add(group.status)
+        if group.assignee:
+            self.assignee_names.add(group.assignee)
 
-    @cached_property
-    def previous_count(self) -> int:
-        """Records in the window of the same length just before this one."""
-        return sum(row.previous_count for row in self.groups)
-
-    @cached_property
-    def first_seen(self) -> datetime:
-        return min(row.group.first_seen for row in self.groups)
-
-    @cached_property
-    def last_seen(self) -> datetime:
-        return max(row.group.last_seen for row in self.groups)
-
-    @cached_property
+    @property
     def trend(self) -> float:
         """How much the count grew against the previous window (1.0: the same)."""
         return (self.count + 1) / (self.previous_count + 1)
 
     @cached_property
     def tools(self) -> list[str]:
-        by_count: Counter[str] = Counter()
-        for row in self.groups:
-            by_count[row.group.tool or gettext("(no tool)")] += row.window_count
-        return [tool for tool, _ in by_count.most_common()]
+        """Most records in the window first; equal ones in the order of their largest group."""
+        return _most_first(self.tool_counts)
 
     @cached_property
     def collections(self) -> list[str]:
-        return sorted({row.group.collection or gettext("(none)") for row in self.groups})
+        return sorted(self.collection_names)
 
     @cached_property
     def lanes(self) -> list[str]:
-        by_count: Counter[str] = Counter()
-        for row in self.groups:
-            by_count[row.group.lane] += row.window_count
-        return [lane for lane, _ in by_count.most_common()]
+        return _most_first(self.lane_counts)
 
     @cached_property
     def status(self) -> str:
-        statuses = {row.group.status for row in self.groups}
-        return next(status for status in _STATUS_URGENCY if status in statuses)
+        return next(status for status in _STATUS_URGENCY if status in self.statuses)
 
-    @cached_property
+    @property
     def retryable_share(self) -> float:
-        total = sum(row.group.records for row in self.groups)
-        return sum(row.group.retryable_records for row in self.groups) / total if total else 0.0
+        return self.retryable_records / self.records if self.records else 0.0
 
-    @cached_property
+    @property
     def retry_safe_share(self) -> float:
         """Of the window's records, the share in groups whose lane allows a retry."""
-        safe = sum(row.window_count for row in self.groups if row.group.lane == "retry_safe")
-        return safe / self.count if self.count else 0.0
+        return self.retry_safe_count / self.count if self.count else 0.0
 
     @cached_property
     def assignees(self) -> list[str]:
-        return sorted({row.group.assignee for row in self.groups if row.group.assignee})
+        return sorted(self.assignee_names)
 
-    @cached_property
+    @property
     def top_group(self) -> GroupSummary:
-        return max(self.groups, key=lambda row: row.window_count).group
+        return self.groups[0].group
+
+
+def _most_first(counts: dict[str, int]) -> list[str]:
+    """The keys, largest count first; a stable sort keeps equal ones in the order they came."""
+    return [key for key, _ in sorted(counts.items(), key=itemgetter(1), reverse=True)]
 
 
 @dataclass
@@ -272,10 +293,17 @@ class TriageOverview:
     spark_hours: int
     spark_daily: bool
     spark_start: datetime
-    # One row per group, in the page's sort (the group view); and where the window starts,
+    # One row per group, largest first, and the page's sort; and where the window starts,
     # which tells a new group.
-    groups: list[GroupRow] = field(default_factory=list)
+    groups_by_count: list[GroupRow] = field(default_factory=list)
+    sort: str = "count"
     window_start: datetime | None = None
+
+    @cached_property
+    def groups(self) -> list[GroupRow]:
+        """One row per group in the page's sort (the group view): sorted when read, since
+        the reason view shows the groups through its rows."""
+        return _in_order(self.groups_by_count, self.sort, by_count=False)
 
     @property
     def spark_unit(self) -> str:
@@ -315,9 +343,12 @@ def having_production_records(*, group: str = "pk") -> Exists:
     )
 
 
-def _triage_filter(filters: dict[str, str], *, via: str = "") -> Q:
+def _triage_filter(filters: dict[str, str], *, via: str = "", by_facets: bool = True) -> Q:
     """The triage page's filters as a condition on groups or, with `via="group__"`, on
-    rows that belong to a group (buckets, daily rollups, facets), joined once."""
+    rows that belong to a group (buckets, daily rollups, facets), joined once.
+    ``by_facets=False`` leaves out the filters read from the groups' facets (source,
+    execution state, release): more groups, for a read whose rows are kept afterwards by
+    group, spared a second look through the facets."""
     condition = Q()
     status = filters.get("status", "active")
     if status == "active":
@@ -328,7 +359,7 @@ def _triage_filter(filters: dict[str, str], *, via: str = "") -> Q:
         if filters.get(name):
             condition &= Q(**{f"{via}{name}": filters[name]})
     outer = "group_id" if via else "pk"
-    for dimension in ("source", "execution_state", "release"):
+    for dimension in ("source", "execution_state", "release") if by_facets else ():
         if filters.get(dimension) == PRODUCTION_SOURCES and dimension == "source":
             condition &= Q(having_production_records(group=outer))
         elif filters.get(dimension):
@@ -433,99 +464,179 @@ class _WindowParts:
             return cls(first_hour, end_hour, tuple(edges))
         return cls(first_hour, end_hour, tuple(edges), first_day, last_day)
 
-    def hours(self) -> list[Q]:
-        """The hourly ranges, each read on its own: one range is an index-only scan, two
-        joined by OR made PostgreSQL fetch every bucket row from the table (12 ms against
-        4 ms for a 7-day window at a million records)."""
+    def pieces(self) -> list[_Piece]:
+        """What to read, each range on its own: the hourly ranges (one range is an
+        index-only scan; two joined by OR made PostgreSQL fetch every bucket row from the
+        table, 12 ms against 4 ms for a 7-day window at a million records), the whole days,
+        and each edge's records, signed. Each edge is one range of occurred_at, which either
+        index on the records answers by its range: edges joined by OR left the group index
+        only the group to seek, and once PostgreSQL underestimated the matching groups (200
+        for 2,605) it read every record of every group (150 ms of a 300 ms page)."""
+        pieces: list[_Piece] = []
         if self.first_day is None or self.last_day is None:
-            if self.end_hour <= self.first_hour:
-                return []
-            return [Q(hour__gte=self.first_hour, hour__lt=self.end_hour)]
-        return [
-            Q(hour__gte=self.first_hour, hour__lt=self.first_day),
-            Q(hour__gte=self.last_day, hour__lt=self.end_hour),
-        ]
+            if self.end_hour > self.first_hour:
+                pieces.append(_Piece(FailureGroupBucket, self.first_hour, self.end_hour))
+        else:
+            pieces.append(_Piece(FailureGroupBucket, self.first_hour, self.first_day))
+            pieces.append(_Piece(FailureGroupDay, self.first_day, self.last_day))
+            pieces.append(_Piece(FailureGroupBucket, self.last_day, self.end_hour))
+        pieces += [_Piece(FailureRecord, edge.start, edge.end, edge.sign) for edge in self.edges]
+        return [piece for piece in pieces if piece.end > piece.start]
 
-    def days(self) -> Q | None:
-        if self.first_day is None:
-            return None
-        return Q(day__gte=self.first_day, day__lt=self.last_day)
 
-    def sums(self, *, part: int) -> list[QuerySet[Any, tuple[int, int, int]]]:
-        """(part, group, records) per piece, of every group: each hourly range and the days
-        on their own (one range is an index-only scan; two joined by OR made PostgreSQL fetch
-        every bucket row from the table), and each edge's records, signed. The filters apply
-        once, to all the pieces (see _window_sums)."""
-        label = Value(part, output_field=IntegerField())
-        pieces: list[QuerySet[Any]] = [
-            FailureGroupBucket.objects.filter(hours) for hours in self.hours()
-        ]
-        days = self.days()
-        if days is not None:
-            pieces.append(FailureGroupDay.objects.filter(days))
-        sums = [
-            piece.values("group_id")
-            .annotate(total=Sum("count"), part=label)
-            .values_list("part", "group_id", "total")
-            for piece in pieces
-        ]
-        # Each edge on its own too: one range of occurred_at, which either index on the
-        # records answers by its range (the time index, or the group index per group).
-        # Edges joined by OR left the group index only the group to seek: once PostgreSQL
-        # underestimated the matching groups (200 for 2,605), it read every record of
-        # every group (510,000 buffers, 150 ms of a 300 ms page at a million records).
-        for edge in self.edges:
-            sums.append(
-                FailureRecord.objects.filter(occurred_at__gte=edge.start, occurred_at__lt=edge.end)
-                .values("group_id")
-                .annotate(total=Sum(Value(edge.sign, output_field=IntegerField())), part=label)
-                .values_list("part", "group_id", "total")
-            )
-        return sums
+@dataclass(frozen=True)
+class _Piece:
+    """One read of a window: a range of the hourly buckets, of the daily rollups or (at an
+    edge) of the records, summed per matching group and added (sign 1) or taken away (-1)."""
+
+    model: type[FailureGroupBucket | FailureGroupDay | FailureRecord]
+    start: datetime
+    end: datetime
+    sign: int = 1
+
+    def sql(self, *, part: int) -> tuple[str, list[Any]]:
+        """``SELECT part, group_id, total``, joined to the matching groups of the statement's
+        CTE. A join, not ``group_id IN (SELECT id FROM ...)``: for IN, PostgreSQL guesses the
+        CTE holds 200 distinct groups (it has no statistics of it), and for the edges then
+        seeks every group in the records' group index (8,400 buffers, 5 ms an edge at a
+        million records) rather than reading the edge's minutes by time (2 ms); a join is
+        planned with the CTE's own row estimate, which a narrow filter makes small."""
+        quote = connection.ops.quote_name
+        time_column = quote(self._column(_TIME_FIELDS[self.model]))
+        group_column = quote(self._column("group"))
+        counted = "1" if self.model is FailureRecord else f"piece.{quote(self._column('count'))}"
+        sql = (
+            f"SELECT {int(part)} AS part, piece.{group_column} AS group_id, "
+            f"SUM({counted}) * {int(self.sign)} AS total "
+            f"FROM {quote(self.model._meta.db_table)} piece "
+            f"INNER JOIN {_MATCHING} ON {_MATCHING}.id = piece.{group_column} "
+            f"WHERE piece.{time_column} >= %s AND piece.{time_column} < %s "
+            f"GROUP BY piece.{group_column}"
+        )
+        adapt = connection.ops.adapt_datetimefield_value
+        return sql, [adapt(self.start), adapt(self.end)]
+
+    def _column(self, name: str) -> str:
+        field = self.model._meta.get_field(name)
+        assert isinstance(field, Field)
+        return field.column
+
+
+_TIME_FIELDS: dict[type[Any], str] = {
+    FailureGroupBucket: "hour",
+    FailureGroupDay: "day",
+    FailureRecord: "occurred_at",
+}
 
 
 def _plain_rows(rows: QuerySet[Any, tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     """The tuples of a values_list of plain columns (ints and text), fetched by the cursor
     without Django's per-value conversion: thousands of groups per page load."""
     sql, params = rows.query.sql_with_params()
-    with connection.cursor() as cursor:
+    with connections[rows.db].cursor() as cursor:  # the page's database (core.replica)
         cursor.execute(sql, params)
         return cursor.fetchall()
 
 
-# The CTE of _window_sums: the ids of the groups the filters match.
+# The CTEs of a window statement: the ids of the groups the filters match, and the
+# (part, group_id, total) rows of every window's pieces.
 _MATCHING = "triage_matching_groups"
+_SUMS = "triage_window_sums"
+
+
+def _with_window_sums(
+    windows: list[tuple[datetime, datetime]], filters: dict[str, str], now: datetime
+) -> tuple[str, list[Any]] | None:
+    """The ``WITH`` clause of a statement that reads records per group in each window
+    (part 0, 1, ... in the order given), or None when no window has anything to read.
+    Every window's pieces are summed over the groups the filters match, which are found
+    once, in the first CTE (joining each piece to the groups made PostgreSQL read them
+    once per piece and test the source filter once per bucket row), so the page's query
+    count stays the same however a window is cut."""
+    pieces = [
+        piece.sql(part=part)
+        for part, (start, end) in enumerate(windows)
+        for piece in _WindowParts.of(start, end, now=now).pieces()
+    ]
+    if not pieces:
+        return None
+    matching = FailureGroup.objects.filter(
+        _triage_filter(filters)
+        & _seen_between(min(start for start, _ in windows), max(end for _, end in windows))
+    ).values("pk")
+    groups_sql, groups_params = matching.query.sql_with_params()
+    union = " UNION ALL ".join(sql for sql, _ in pieces)
+    return (
+        f"WITH {_MATCHING}(id) AS MATERIALIZED ({groups_sql}), "
+        f"{_SUMS}(part, group_id, total) AS ({union})",
+        [*groups_params, *(param for _, params in pieces for param in params)],
+    )
+
+
+def _seen_between(start: datetime, end: datetime, *, via: str = "") -> Q:
+    """Groups that may have records between start and end: their first record came before
+    the end and their last one at or after the start. Every group with a record in the
+    window is among them, so a read that keeps only those with one still sees all of them;
+    for the last 60 minutes it skips most groups of a busy month."""
+    return Q(**{f"{via}first_seen__lt": end, f"{via}last_seen__gte": start})
 
 
 def _window_sums(
     windows: list[tuple[datetime, datetime]], filters: dict[str, str], now: datetime
 ) -> list[dict[int, int]]:
-    """Records per group in each window, all in one statement: every window's pieces
-    (UNION ALL), each summed over the groups the filters match, which are found once
-    (joining each piece to the groups made PostgreSQL read them once per piece and test
-    the source filter once per bucket row). The page's query count stays the same however
-    a window is cut."""
-    pieces = [
-        piece
-        for part, (start, end) in enumerate(windows)
-        for piece in _WindowParts.of(start, end, now=now).sums(part=part)
-    ]
-    counts: list[Counter[int]] = [Counter() for _ in windows]
-    if not pieces:
+    """Records per group in each window, all in one statement (see _with_window_sums)."""
+    statement = _with_window_sums(windows, filters, now)
+    if statement is None:
         return [{} for _ in windows]
-    # Each piece sums only the matching groups (a selective filter keeps its sums small),
-    # and those are found once, in the statement's CTE.
-    matching_ids = RawSQL(f"SELECT id FROM {_MATCHING}", [])
-    pieces = [piece.filter(group_id__in=matching_ids) for piece in pieces]
-    union_sql, union_params = pieces[0].union(*pieces[1:], all=True).query.sql_with_params()
-    matching = FailureGroup.objects.filter(_triage_filter(filters)).values("pk")
-    groups_sql, groups_params = matching.query.sql_with_params()
-    sql = f"WITH {_MATCHING}(id) AS MATERIALIZED ({groups_sql}) {union_sql}"
-    with connection.cursor() as cursor:
-        cursor.execute(sql, (*groups_params, *union_params))
+    with_sums, params = statement
+    counts: list[dict[int, int]] = [{} for _ in windows]
+    # The page's database: the replica when the page reads one (core.replica).
+    with connections[router.db_for_read(FailureGroup)].cursor() as cursor:
+        cursor.execute(
+            f"{with_sums} SELECT part, group_id, SUM(total) FROM {_SUMS} GROUP BY part, group_id",
+            params,
+        )
         for part, group_id, total in cursor.fetchall():
-            counts[part][group_id] += total
-    return [{group: count for group, count in found.items() if count > 0} for found in counts]
+            if total > 0:
+                counts[part][group_id] = int(total)
+    return counts
+
+
+# The columns of a GroupSummary, as the group table's values_list names them.
+_SUMMARY_COLUMNS = (*GroupSummary._fields[:-3], "count", "retryable_count", "assignee__username")
+
+
+def _groups_in_window(
+    *, start: datetime, end: datetime, filters: dict[str, str], now: datetime
+) -> list[GroupRow]:
+    """The groups the triage page shows, newest first, with their records in the window
+    and in the window of the same length just before it: one statement, which reads every
+    group's row only when it had records in the window (the counts and the group rows used
+    to be two reads, each testing the filters on every matching group)."""
+    statement = _with_window_sums([(start, end), (start - (end - start), start)], filters, now)
+    if statement is None:
+        return []
+    with_sums, params = statement
+    # Every group's columns as Django writes them for this database (its joins and its
+    # names); the join to the sums keeps those with records in the window.
+    groups = FailureGroup.objects.order_by().values_list(*_SUMMARY_COLUMNS)
+    groups_sql, groups_params = groups.query.sql_with_params()
+    sql = (
+        f"{with_sums} SELECT shown.*, counted.current, counted.previous "
+        f"FROM ({groups_sql}) shown INNER JOIN ("
+        f"SELECT group_id, CAST(SUM(CASE WHEN part = 0 THEN total ELSE 0 END) AS BIGINT) "
+        f"AS current, CAST(SUM(CASE WHEN part = 1 THEN total ELSE 0 END) AS BIGINT) AS previous "
+        f"FROM {_SUMS} GROUP BY group_id) counted ON counted.group_id = shown.pk "
+        f"WHERE counted.current > 0 ORDER BY shown.last_seen DESC, shown.pk DESC"
+    )
+    with connections[groups.db].cursor() as cursor:  # the page's database (core.replica)
+        cursor.execute(sql, [*params, *groups_params])
+        rows = cursor.fetchall()
+    width = len(_SUMMARY_COLUMNS)
+    return [
+        GroupRow(_summary(values[:width]), values[width], max(0, values[width + 1]))
+        for values in rows
+    ]
 
 
 def window_counts(
@@ -590,8 +701,9 @@ class _Spark:
             rows = FailureGroupBucket.objects.filter(
                 matching, hour__gte=self.start, hour__lt=after
             ).values_list("group__stage", "group__reason", "hour")
-        for stage, reason, moment, total in rows.annotate(total=Sum("count")).order_by():
-            hours = int((moment - self.start).total_seconds() // 3600)
+        summed = rows.annotate(total=Sum("count")).order_by()
+        for stage, reason, moment, total in _plain_rows(summed):
+            hours = int((_moment(moment) - self.start).total_seconds() // 3600)
             yield stage, reason, hours * self.bins // self.hours, total
 
 
@@ -632,16 +744,26 @@ SPIKE_FACTOR = 2
 SPIKE_MIN_RECORDS = 10
 
 
-def _sort_key(sort: str) -> Callable[[Any], Any]:
-    if sort == "trend":
-        return lambda row: (-row.trend, -row.count)
-    if sort == "last_seen":
-        return lambda row: (-row.last_seen.timestamp(), -row.count)
-    if sort == "first_seen":
-        return lambda row: (-row.first_seen.timestamp(), -row.count)
+def _in_order(rows: Iterable[_Row], sort: str, *, by_count: bool = True) -> list[_Row]:
+    """Rows (reason rows or group rows) in the page's sort: largest count first, or by the
+    sort's key and, among equals, largest count first. ``by_count=False`` says the rows
+    already come largest first (thousands of group rows need not be sorted by it again);
+    the sorts are stable, so equal rows keep the order they came in."""
+    ordered = sorted(rows, key=attrgetter("count"), reverse=True) if by_count else list(rows)
     if sort == "count":
-        return lambda row: -row.count
-    return lambda row: (taxonomy.stage_index(row.stage), -row.count)
+        return ordered
+    return sorted(ordered, key=_SORT_KEYS.get(sort, _SORT_KEYS["stage"]))
+
+
+# A reason row and a group row both have these.
+_Row = TypeVar("_Row", "ReasonRow", "GroupRow")
+
+_SORT_KEYS: dict[str, Callable[[Any], Any]] = {
+    "trend": lambda row: -row.trend,
+    "last_seen": lambda row: -row.last_seen.timestamp(),
+    "first_seen": lambda row: -row.first_seen.timestamp(),
+    "stage": lambda row: taxonomy.stage_index(row.stage),
+}
 
 
 def failed_between(*, filters: dict[str, str], start: datetime, end: datetime) -> bool:
@@ -669,64 +791,65 @@ def triage_overview(
     Counts come from the hourly buckets and daily rollups kept by ingest, and from the
     records only in the pieces of hours at the window's edges, so the page costs about the
     same at a thousand records and at millions, and a "1h" window is the last 60 minutes
-    to the record. Groups are read as plain rows, and every read applies the filters
-    through its join to the group, never as a list of thousands of ids.
+    to the record. Groups are read as plain rows, with their counts, in one statement;
+    every read applies the filters through its join to the group, never as a list of
+    thousands of ids.
     """
-    counts, previous = _window_sums(
-        [(start, end), (start - (end - start), start)], filters, now or timezone.now()
-    )
     # Newest first in SQL; the stable sort by count below keeps that order among equals.
-    rows = (
-        FailureGroup.objects.filter(_triage_filter(filters))
-        .order_by("-last_seen", "-pk")
-        .values_list(*GroupSummary._fields[:-3], "count", "retryable_count", "assignee__username")
-    )
     groups = sorted(
-        (
-            GroupRow(_summary(values), counts[values[0]], previous.get(values[0], 0))
-            for values in _plain_rows(rows)
-            if values[0] in counts
-        ),
+        _groups_in_window(start=start, end=end, filters=filters, now=now or timezone.now()),
         key=lambda row: -row.window_count,
     )
     spark = _Spark.of(start, end)
     by_key: dict[tuple[str, str], ReasonRow] = {}
+    line_of_group: dict[int, ReasonRow] = {}
     for row in groups:
-        key = (row.group.stage, row.group.reason)
-        if key not in by_key:
-            by_key[key] = ReasonRow(
-                row.group.stage,
-                row.group.reason,
-                taxonomy.reason_info(row.group.reason),
+        group = row.group
+        line = by_key.get((group.stage, group.reason))
+        if line is None:
+            line = by_key[(group.stage, group.reason)] = ReasonRow(
+                group.stage,
+                group.reason,
+                taxonomy.reason_info(group.reason),
+                group.first_seen,
+                group.last_seen,
                 spark=[0] * spark.bins,
             )
-        by_key[key].groups.append(row)
-    group_key = {row.group.pk: (row.group.stage, row.group.reason) for row in groups}
+        line.add(row)
+        if group.first_seen >= start:
+            line.new_groups += 1
+        line_of_group[group.pk] = line
     # What is not on the page is skipped: with the 1h window the line spans the day, and
     # so also counts the reason's matching groups that were quiet in the last hour.
     on_page = _triage_filter(filters, via="group__")
+    last_bin = spark.bins - 1
     for stage, reason, index, count in spark.sums(on_page):
-        if (stage, reason) in by_key:
-            by_key[(stage, reason)].spark[min(spark.bins - 1, max(0, index))] += count
+        line = by_key.get((stage, reason))
+        if line is not None:
+            line.spark[min(last_bin, max(0, index))] += count
     # Execution states and sources in one read: the page's query count stays the same.
-    for group_id, dimension, value, count in FailureGroupFacet.objects.filter(
-        on_page, dimension__in=("execution_state", "source"), count__gt=0
-    ).values_list("group_id", "dimension", "value", "count"):
-        if group_id in group_key:
-            line = by_key[group_key[group_id]]
+    # Of the groups on the page: the read may find more, which are passed over here.
+    facets = FailureGroupFacet.objects.filter(
+        _triage_filter(filters, via="group__", by_facets=False),
+        _seen_between(start, end, via="group__"),
+        dimension__in=("execution_state", "source"),
+        count__gt=0,
+    ).values_list("group_id", "dimension", "value", "count")
+    for group_id, dimension, value, count in _plain_rows(facets):
+        line = line_of_group.get(group_id)
+        if line is not None:
             mix = line.state_mix if dimension == "execution_state" else line.source_mix
             mix[value] = mix.get(value, 0) + count
 
     for line in by_key.values():
         line.new = line.first_seen >= start
-        line.new_groups = sum(1 for row in line.groups if row.group.first_seen >= start)
         line.spiking = (
             line.count >= SPIKE_MIN_RECORDS and line.count >= SPIKE_FACTOR * line.previous_count
         ) and not line.new
-    lines = sorted(by_key.values(), key=_sort_key(sort))
+    lines = _in_order(by_key.values(), sort)
     if sort != "stage":
         flat = StageSection("sorted", str(SORT_TITLES.get(sort, sort)), True, lines, flat=True)
-        return _overview([flat] if lines else [], groups, counts, spark, sort=sort, start=start)
+        return _overview([flat] if lines else [], groups, spark, sort=sort, start=start)
     sections: dict[str, StageSection] = {}
     for line in lines:
         if line.stage not in sections:
@@ -735,24 +858,24 @@ def triage_overview(
                 line.stage, info.title if info else line.stage, info is not None, []
             )
         sections[line.stage].rows.append(line)
-    return _overview(list(sections.values()), groups, counts, spark, sort=sort, start=start)
+    return _overview(list(sections.values()), groups, spark, sort=sort, start=start)
 
 
 def _overview(
     sections: list[StageSection],
     groups: list[GroupRow],
-    counts: dict[int, int],
     spark: _Spark,
     *,
     sort: str,
     start: datetime,
 ) -> TriageOverview:
     return TriageOverview(
-        groups=sorted(groups, key=_sort_key(sort)),
+        groups_by_count=groups,
+        sort=sort,
         window_start=start,
         sections=sections,
         group_ids=[row.group.pk for row in groups],
-        total=sum(counts.values()),
+        total=sum(row.window_count for row in groups),
         open_groups=sum(1 for row in groups if row.group.status in ("open", "regressed")),
         regressed_groups=sum(1 for row in groups if row.group.status == "regressed"),
         uncertain_waiting=awaiting_reconciliation().count(),

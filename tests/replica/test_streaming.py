@@ -79,11 +79,6 @@ def test_a_page_reads_the_replica(
     assert group_status(viewer, pk) == GroupStatus.ACKNOWLEDGED
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="triage/selectors.py reads the triage page's groups and counts with "
-    "django.db.connection (always the primary): `connections[rows.db]` would route them",
-)
 def test_the_triage_page_reads_its_groups_from_the_replica(
     replica: StreamingReplica, ingest_client: APIClient, client_as: Any
 ) -> None:
