@@ -5,7 +5,6 @@ record per span across days, and the migration's two directions keep every row."
 from __future__ import annotations
 
 import io
-import threading
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
@@ -17,6 +16,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from tests.factories import failure_item
+from tests.threads import run_together
 from tests.triage.test_retention import _stamp, assert_exact, ingest_all
 from triage.intake.ingest import batch_ingest
 from triage.models import FailureGroup, FailureRecord, RetentionStatus
@@ -206,39 +206,15 @@ def test_a_record_for_a_day_already_dropped_is_refused_with_its_code(
 
 
 def test_ingest_during_a_drop_keeps_every_counter_exact(history: int) -> None:
-    errors: list[BaseException] = []
     accepted: list[int] = []
-    barrier = threading.Barrier(3)
-
-    def send(worker: int) -> None:
-        try:
-            barrier.wait()
-            for batch in range(6):
-                items = _items(f"live-{worker}-{batch}", range(1, 4), per_day=4)
-                accepted.append(batch_ingest(owner=f"live-{worker}", items=items).count("accepted"))
-        except BaseException as exc:  # re-raised in the test's thread
-            errors.append(exc)
-        finally:
-            connection.close()
-
     runs: list[Any] = []
 
-    def drop() -> None:
-        try:
-            barrier.wait()
-            runs.append(_prune(batch_size=5))
-        except BaseException as exc:
-            errors.append(exc)
-        finally:
-            connection.close()
+    def send(worker: int) -> None:
+        for batch in range(6):
+            items = _items(f"live-{worker}-{batch}", range(1, 4), per_day=4)
+            accepted.append(batch_ingest(owner=f"live-{worker}", items=items).count("accepted"))
 
-    threads = [threading.Thread(target=send, args=(n,)) for n in range(2)]
-    threads.append(threading.Thread(target=drop))
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert not errors, errors
+    run_together(lambda: send(0), lambda: send(1), lambda: runs.append(_prune(batch_size=5)))
     (run,) = runs
     assert run.status == RetentionStatus.DONE, run.error
     assert sum(accepted) == 2 * 6 * 12
@@ -255,30 +231,17 @@ def test_one_record_per_span_across_days_and_concurrent_batches() -> None:
     base = datetime.combine(TODAY - timedelta(days=2), datetime.min.time(), UTC) + timedelta(
         hours=14
     )
-    errors: list[BaseException] = []
-    barrier = threading.Barrier(4)
 
     def send(worker: int) -> None:
-        try:
-            barrier.wait()
-            item = failure_item(
-                f"span-{worker}",
-                occurred_at=_stamp(base + timedelta(hours=7 * worker)),
-                evidence={f"seen_by_{worker}": True},
-                **span,
-            )
-            batch_ingest(owner=f"worker-{worker}", items=[item])
-        except BaseException as exc:
-            errors.append(exc)
-        finally:
-            connection.close()
+        item = failure_item(
+            f"span-{worker}",
+            occurred_at=_stamp(base + timedelta(hours=7 * worker)),
+            evidence={f"seen_by_{worker}": True},
+            **span,
+        )
+        batch_ingest(owner=f"worker-{worker}", items=[item])
 
-    threads = [threading.Thread(target=send, args=(n,)) for n in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert not errors, errors
+    run_together(*(lambda worker=worker: send(worker) for worker in range(4)))
     (record,) = FailureRecord.objects.filter(**span)
     # Whichever came first keeps its classification; the others' evidence is added to it.
     assert {f"seen_by_{n}" for n in range(4)} <= set(record.evidence)
