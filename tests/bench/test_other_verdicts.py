@@ -201,3 +201,9 @@ def test_the_scale_bench_splits_a_pages_time_into_sql_python_and_template() -> N
     )
     assert timing.profile() == (60.0, 35.0, 25.0)  # 120 - 60 - 25 is Python
     assert triage_scale.Timing("api", [10.0], 2).profile() == (0.0, 10.0, 0.0)
+
+
+def test_a_scale_run_of_other_sizes_keeps_its_result_beside_the_default_one() -> None:
+    assert triage_scale.result_name([100_000, 1_000_000]) == "triage-scale"
+    assert triage_scale.result_name([1_000_000, 10_000_000]) == "triage-scale-1m-10m"
+    assert triage_scale.result_name([50_000, 1_000_000]) == "triage-scale-50k-1m"
