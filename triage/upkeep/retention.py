@@ -1,6 +1,8 @@
 """Retention: remove failure records older than a number of days, in batches, so that every
 group counter, hourly bucket, daily rollup and facet stays equal to what the remaining
-records add up to.
+records add up to. On PostgreSQL, where the records are partitioned by day, whole days are
+dropped first (triage.upkeep.partitions) and batches remove only the default partition's
+records.
 
 Each batch is one short transaction. It locks the oldest records (FOR UPDATE), then their
 groups in id order with the same no-key lock ingest takes, so a prune and an ingest of one
