@@ -458,11 +458,11 @@ class FailureRecord(models.Model):
             models.Index(fields=["group", "release", "occurred_at"], name="record_group_release"),
             models.Index(fields=["-occurred_at"], name="record_time"),
             models.Index(fields=["collection", "-occurred_at"], name="record_collection_time"),
-        ]
-        constraints = [
             # Partial: only records with a span are indexed, so records without one cost
-            # nothing; ingest finds a batch's spans through it in one query.
-            models.UniqueConstraint(
+            # nothing; ingest finds a batch's spans through it in one query. Not unique: the
+            # same ids a day apart are another call (triage.intake.ingest.SAME_CALL_WINDOW),
+            # and ingest keeps one record per call under a lock per span.
+            models.Index(
                 fields=["trace_id", "span_id"],
                 condition=models.Q(trace_id__isnull=False),
                 name="record_one_per_span",

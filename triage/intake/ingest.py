@@ -23,7 +23,7 @@ from functools import partial
 from typing import Any, Protocol
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import connection, transaction
 from django.db.models import JSONField, Model, Q
 from django.utils import timezone
 
@@ -439,29 +439,21 @@ def batch_ingest(
         seen_in_batch[key] = result.body_hash
         prepared.append(result)
 
-    # Two batches that carry the same new span race for it: the one that commits second
-    # finds the first's record on its next attempt (the unique index made it wait for that
-    # commit, then refused its copy), and merges into it like any later arrival.
-    for attempt in range(1, _SPAN_RACE_ATTEMPTS + 1):
-        try:
-            written = _write_batch(
-                owner=owner,
-                channel=channel,
-                api_key=api_key,
-                now=now,
-                started=started,
-                item_count=len(items) + len(refused) + skipped,
-                skipped=skipped,
-                body_bytes=body_bytes,
-                prepared=prepared,
-                rejected=list(rejected),
-                duplicates_in_batch=duplicates_in_batch,
-            )
-        except IntegrityError as exc:
-            if attempt == _SPAN_RACE_ATTEMPTS or not _lost_a_span_race(exc):
-                raise
-            continue
-        break
+    # Two batches that carry the same new span do not race for it: the second waits for the
+    # first's commit on the span's lock (triage.upkeep.partitions.lock_spans), then merges.
+    written = _write_batch(
+        owner=owner,
+        channel=channel,
+        api_key=api_key,
+        now=now,
+        started=started,
+        item_count=len(items) + len(refused) + skipped,
+        skipped=skipped,
+        body_bytes=body_bytes,
+        prepared=prepared,
+        rejected=list(rejected),
+        duplicates_in_batch=duplicates_in_batch,
+    )
     if api_key is not None:
         # Outside the transaction and at most once a minute: every batch of a key would
         # otherwise queue on this one row until the batch commits.
@@ -491,25 +483,13 @@ def batch_ingest(
 
 @dataclass
 class _Written:
-    """What one committed attempt at a batch wrote."""
+    """What a batch wrote."""
 
     batch: IngestBatch
     claimed: list[_Prepared]
     duplicates: list[_Prepared]
     same_call: list[_Prepared]
     rejected: list[_Rejected]
-
-
-_SPAN_RACE_ATTEMPTS = 3
-
-
-def _lost_a_span_race(exc: BaseException) -> bool:
-    """Whether the database refused a record because another batch stored its span first."""
-    for error in (exc, exc.__cause__):
-        diag = getattr(error, "diag", None)
-        if getattr(diag, "constraint_name", None) == _SPAN_INDEX:
-            return True
-    return False
 
 
 def _write_batch(
@@ -816,8 +796,6 @@ def _store_failures(
 
 
 _FailureEntry = tuple[_Prepared, FailureFields, RunnerEvent | None]
-# FailureRecord's partial unique index on (trace_id, span_id): one record per span.
-_SPAN_INDEX = "record_one_per_span"
 
 
 def _one_record_per_span(
@@ -959,7 +937,7 @@ def _insert_records(records: list[FailureRecord]) -> None:
     attnames = [field.attname for field in _RECORD_FIELDS]
     adapt_json = connection.ops.adapt_json_value
     # The driver's own COPY is outside Django's error wrapping: wrapped here, a refused row
-    # is an IntegrityError like any other (batch_ingest retries a lost span race).
+    # is an IntegrityError like any other.
     with (
         connection.wrap_database_errors,
         connection.cursor() as cursor,

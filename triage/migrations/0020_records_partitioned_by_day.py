@@ -68,5 +68,16 @@ class Migration(migrations.Migration):
                 to="triage.runnerevent",
             ),
         ),
+        # One record per call is ingest's to keep (a lock per span, within a day of the
+        # span's time): the index that finds a span is no longer unique.
+        migrations.RemoveConstraint(model_name="failurerecord", name="record_one_per_span"),
+        migrations.AddIndex(
+            model_name="failurerecord",
+            index=models.Index(
+                condition=models.Q(("trace_id__isnull", False)),
+                fields=["trace_id", "span_id"],
+                name="record_one_per_span",
+            ),
+        ),
         migrations.RunPython(_convert(True), _convert(False), elidable=False),
     ]

@@ -17,9 +17,10 @@ retention window and the days ahead). The primary key is (id, occurred_at), as a
 partitioned table requires; ids still come from one sequence, so they stay unique.
 
 What a partitioned table cannot enforce, and who does:
-- one record per span (`record_one_per_span` is a plain index here): ingest takes a
-  transaction-level advisory lock per span before it looks for the span's record
-  (`lock_spans`), so two batches carrying one span store it once;
+- one record per call (`record_one_per_span` is a plain index on every database, since
+  the same span ids a day apart are another call): ingest takes a transaction-level
+  advisory lock per span before it looks for the span's record (`lock_spans`), so two
+  batches carrying one span store it once;
 - one record per runner event: ingest stores an event and its failure together, once.
 
 Retention drops days (`drop_day`): in one short transaction, the apps whose rows point at
@@ -156,9 +157,10 @@ def window_days(*, now: datetime, retention_days: int) -> list[date]:
 
 
 def lock_spans(spans: list[tuple[str, str]]) -> None:
-    """Serialise the writers of these spans until the transaction ends (PostgreSQL): a
-    partitioned table's unique index cannot span its partitions, so a second batch carrying
-    a span waits here for the first to commit, then finds its record. Sorted, so two
+    """Serialise the writers of these spans until the transaction ends (PostgreSQL; SQLite
+    writes one transaction at a time): the span index is not unique (a partitioned table's
+    could not span its partitions), so a second batch carrying a span waits here for the
+    first to commit, then finds its record. Sorted, so two
     batches never wait on each other in a cycle."""
     if connection.vendor != "postgresql" or not spans:
         return
@@ -342,10 +344,9 @@ def convert(cursor: CursorWrapper, *, to_partitioned: bool, today: date) -> None
         cursor.execute(_index_sql(name, definition, old=old, to_partitioned=to_partitioned))
 
 
-# The unique indexes of the one table: plain indexes of the same name when partitioned
-# (their uniqueness is kept by ingest, see the module's docstring).
+# The one table's unique constraint: a plain index of the same name when partitioned (one
+# failure per runner event is kept by ingest, see the module's docstring).
 _UNIQUE_CONSTRAINT = f"{PARENT}_runner_event_id_key"
-_UNIQUE_INDEX = "record_one_per_span"
 
 
 def _index_sql(name: str, definition: str, *, old: str, to_partitioned: bool) -> str:
@@ -354,6 +355,4 @@ def _index_sql(name: str, definition: str, *, old: str, to_partitioned: bool) ->
         return target.replace("CREATE UNIQUE INDEX", "CREATE INDEX", 1)
     if name == _UNIQUE_CONSTRAINT:
         return f"ALTER TABLE {PARENT} ADD CONSTRAINT {name} UNIQUE (runner_event_id)"
-    if name == _UNIQUE_INDEX:
-        return target.replace("CREATE INDEX", "CREATE UNIQUE INDEX", 1)
     return target
