@@ -503,3 +503,21 @@ def test_a_failure_or_event_older_than_retention_keeps_is_refused_with_its_code(
     assert items["old"]["error"]["field"] == "body.occurred_at"
     assert "30 days" in items["old"]["error"]["message"]
     assert list(FailureRecord.objects.values_list("client_id", flat=True)) == ["kept"]
+
+
+def test_the_same_span_ids_days_apart_are_two_calls_on_every_database(
+    ingest_client: APIClient,
+) -> None:
+    """One call is one moment (SAME_CALL_WINDOW): a report with a stored span's ids two days
+    away is stored as its own record, never refused by an index."""
+    span = {"trace_id": "4bf92f3577b34da6a3ce929d0e0e4736", "span_id": "00f067aa0ba902b7"}
+    now = timezone.now()
+    first = post(ingest_client, [failure_item("call-1", occurred_at=now.isoformat(), **span)])
+    later = post(
+        ingest_client,
+        [failure_item("call-2", occurred_at=(now - timedelta(days=2)).isoformat(), **span)],
+    )
+    same = post(ingest_client, [failure_item("call-3", occurred_at=now.isoformat(), **span)])
+    assert (first.status_code, later.status_code, same.status_code) == (200, 200, 200)
+    assert [item["status"] for item in same.json()["items"]] == ["duplicate"]
+    assert FailureRecord.objects.filter(**span).count() == 2
