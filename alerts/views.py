@@ -20,7 +20,7 @@ from alerts import selectors, services
 from alerts.forms import ChannelEditForm, ChannelForm, LogQueryForm, RuleForm
 from alerts.models import Channel, Rule
 from core.http import is_partial
-from triage import roles
+from organisation import roles
 
 PAGE = "alerts/alerts.html"
 RULE_PAGE = "alerts/rule_form.html"

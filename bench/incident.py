@@ -178,7 +178,7 @@ def credentials() -> tuple[str, str]:
     from django.db import connections
     from django.test import Client
 
-    from triage import roles
+    from organisation import roles
     from triage.services import api_key_create
 
     user, _ = get_user_model().objects.get_or_create(username="incident-viewer")

@@ -564,7 +564,7 @@ def clients() -> tuple[Any, Any]:
     from django.contrib.auth import get_user_model
     from django.test import Client
 
-    from triage import roles
+    from organisation import roles
     from triage.models import ApiKey
     from triage.services import api_key_create
 

@@ -61,6 +61,7 @@ INSTALLED_APPS = [
     "template_partials",
     "axes",
     "csp",
+    "organisation",
     "triage",
     "learning",
     "qualitylab",
@@ -189,6 +190,9 @@ AUTHENTICATION_BACKENDS = [
     # Django's ModelBackend, loading the person's preference with the user (one query).
     "triage.language.PreferenceModelBackend",
 ]
+# Teams (organisation.access): the team whose members also see the collections no team owns
+# ("" for admins only).
+TRIAGE_UNOWNED_COLLECTIONS_TEAM = env_str("TRIAGE_UNOWNED_COLLECTIONS_TEAM", "")
 # Failed logins: 5 per username and address, then a 15-minute pause.
 AXES_FAILURE_LIMIT = env_int("TRIAGE_LOGIN_FAILURE_LIMIT", 5, minimum=1)
 AXES_COOLOFF_TIME = env_float("TRIAGE_LOGIN_COOLOFF_HOURS", 0.25)

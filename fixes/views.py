@@ -17,7 +17,7 @@ from core.drafts import draft_keep, errors_in_words
 from fixes import selectors, services
 from fixes.forms import FixesFilterForm, ResolveWithFixForm
 from fixes.models import Fix, FixKind, Verdict
-from triage import roles
+from organisation import roles
 from triage.forms import group_draft_key, group_page_url, posted_back
 from triage.models import FailureGroup, GroupAction
 

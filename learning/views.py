@@ -23,8 +23,8 @@ from core.http import is_partial
 from learning import selectors, services
 from learning.forms import ApproveForm, DemoteForm, PolicyForm, QueueFilterForm, RejectForm
 from learning.models import RejectionReason, Suggestion
+from organisation import roles
 from qualitylab.models import Collection, LearningMode
-from triage import roles
 
 VIEW_SUGGESTIONS = "learning.view_suggestion"
 PAGE_SIZE = 25

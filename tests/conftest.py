@@ -101,7 +101,7 @@ def user_with_role(db: Any) -> Callable[[str], Any]:
     """A signed-in-able user holding one of the roles made by migration (or none: "")."""
     from django.contrib.auth import get_user_model
 
-    from triage.roles import ensure_role_group
+    from organisation.roles import ensure_role_group
 
     def make(role: str) -> Any:
         user, created = get_user_model().objects.get_or_create(username=f"{role or 'nobody'}-user")

@@ -9,11 +9,22 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 APPS = (
-    "core", "triage", "learning", "qualitylab", "alerts", "contracts", "fixes", "demo", "config"
+    "core", "organisation", "triage", "learning", "qualitylab", "alerts", "contracts", "fixes",
+    "demo", "config",
 )  # fmt: skip
 # What each part may not import (the project level, config and demo, may import every app).
 FORBIDDEN: dict[str, tuple[str, ...]] = {
     "core": ("triage", "learning", "qualitylab", "alerts", "contracts", "fixes", "demo", "config"),
+    "organisation": (
+        "triage",
+        "learning",
+        "qualitylab",
+        "alerts",
+        "contracts",
+        "fixes",
+        "demo",
+        "config",
+    ),
     "triage": ("learning", "qualitylab", "alerts", "contracts", "fixes", "demo"),
     "learning": ("alerts", "contracts", "fixes", "demo"),
     "qualitylab": ("alerts", "contracts", "fixes", "demo"),

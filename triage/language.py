@@ -15,12 +15,14 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.backends import ModelBackend
 from django.contrib.auth.models import Group
+from django.db.models import Exists, OuterRef, Q
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.utils import translation
 from django.utils.translation import gettext
 from django.views.decorators.http import require_POST
 from django.views.i18n import set_language
 
+from organisation.models import Membership
 from triage.models import PersonPreference
 from triage.services import person_language_set
 
@@ -48,7 +50,7 @@ def stored_language(user: Any) -> str:
 class PreferenceModelBackend(ModelBackend):
     """Django's ModelBackend; the user of each request comes with their preference, and the
     permissions of their groups come with the groups' names (the roles every page shows,
-    triage.roles.user_roles), in one query."""
+    organisation.roles.user_roles), in one query."""
 
     def get_user(self, user_id: Any) -> Any:
         user_model = get_user_model()
@@ -59,18 +61,31 @@ class PreferenceModelBackend(ModelBackend):
         return user if self.user_can_authenticate(user) else None
 
     def get_group_permissions(self, user_obj: Any, obj: Any = None) -> set[str]:
+        """The permissions of the person's roles: those held outside teams (their groups) and
+        those of their roles in teams (organisation.access), in one query. What a team role
+        grants applies to that team's collections only; the pages that act check it there
+        (organisation.access.has_collection_perm)."""
         if user_obj.is_superuser or obj is not None:
             return super().get_group_permissions(user_obj, obj)
         if not user_obj.is_active or user_obj.is_anonymous:
             return set()
         if not hasattr(user_obj, "_group_perm_cache"):
+            held = Group.user_set.through.objects.filter(
+                user_id=user_obj.pk, group_id=OuterRef("pk")
+            )
+            in_team = Membership.objects.filter(person_id=user_obj.pk).values("role")
             rows = list(
-                Group.objects.filter(user=user_obj).values_list(
-                    "name", "permissions__content_type__app_label", "permissions__codename"
+                Group.objects.filter(Q(Exists(held)) | Q(name__in=in_team))
+                .annotate(held=Exists(held))
+                .values_list(
+                    "name", "held", "permissions__content_type__app_label", "permissions__codename"
                 )
             )
-            user_obj._group_names_cache = {name for name, _, _ in rows}
-            user_obj._group_perm_cache = {f"{app}.{code}" for _, app, code in rows if code}
+            user_obj._group_names_cache = {name for name, held, _, _ in rows if held}
+            user_obj._global_perm_cache = {
+                f"{app}.{code}" for _, held, app, code in rows if code and held
+            }
+            user_obj._group_perm_cache = {f"{app}.{code}" for _, _, app, code in rows if code}
         return set(user_obj._group_perm_cache)
 
 

@@ -60,7 +60,7 @@ def sign_in_tab(tab: Any, live_server: Any, *roles: str, username: str) -> Any:
     """Create a user holding `roles` and sign in as them in `tab`; returns the user."""
     from django.contrib.auth import get_user_model
 
-    from triage.roles import ensure_role_group
+    from organisation.roles import ensure_role_group
 
     user = get_user_model().objects.create_user(username=username, password=PASSWORD)
     for role in roles:

@@ -15,12 +15,12 @@ from django.test import override_settings
 
 from alerts.models import Delivery
 from learning.models import Suggestion
+from organisation.roles import ensure_role_group
 from qualitylab.models import CaseResult, CaseRun, Collection
 from tests.browser.checks import HANGUL, VISIBLE_TEXT, english_words
 from tests.browser.conftest import PASSWORD
 from tests.security import test_url_matrix as matrix
 from triage.models import FailureGroup, ToolPolicy
-from triage.roles import ensure_role_group
 from triage.services import person_language_set
 
 pytestmark = [

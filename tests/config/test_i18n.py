@@ -29,6 +29,7 @@ KOREAN = ROOT / "locale" / "ko" / "LC_MESSAGES" / "django.po"
 SOURCES = (
     "config",
     "core",
+    "organisation",
     "triage",
     "learning",
     "qualitylab",

@@ -56,6 +56,7 @@ from django.utils import timezone
 from fixes.models import Fix
 from learning import services as learning_services
 from learning.models import LearningAttempt, Review, Suggestion
+from organisation.roles import ensure_role_group
 from qualitylab import demo
 from qualitylab import services as lab
 from qualitylab.models import CaseResult
@@ -71,7 +72,6 @@ from triage.models import (
     RetentionRun,
     ToolPolicy,
 )
-from triage.roles import ensure_role_group
 from triage.services import api_key_create, api_key_revoke
 
 # --- outcomes and principals -----------------------------------------------------------------
@@ -107,7 +107,7 @@ PRINCIPALS = (ANONYMOUS, *PEOPLE, *KEYS)
 # stand for the rest there, so its 79 model pages cost ~700 requests instead of ~1,800.
 ADMIN_MODEL_PRINCIPALS = (ANONYMOUS, NO_ROLE, ADMIN, SUPERUSER, KEY_BOTH)
 
-# Who may do what, by the design (not read from triage/roles.py).
+# Who may do what, by the design (not read from organisation/roles.py).
 READERS = {VIEWER, OPERATOR, REVIEWER, ADMIN, SUPERUSER}
 OPERATORS = {OPERATOR, ADMIN, SUPERUSER}
 REVIEWERS = {REVIEWER, ADMIN, SUPERUSER}

@@ -14,10 +14,10 @@ from django.urls import reverse
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from organisation.roles import ensure_role_group
 from tests.factories import ToolPolicyFactory, audit_item, receipt_item
 from triage import receipts
 from triage.models import AuditEvent, Receipt, Reconciliation
-from triage.roles import ensure_role_group
 
 pytestmark = pytest.mark.django_db
 

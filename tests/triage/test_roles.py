@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import Group
 
-from triage.roles import ROLE_PERMISSIONS, ROLES
+from organisation.roles import ROLE_PERMISSIONS, ROLES
 
 pytestmark = pytest.mark.django_db
 

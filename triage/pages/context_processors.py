@@ -8,7 +8,7 @@ from django.http import HttpRequest
 from django.urls import NoReverseMatch, reverse
 from django.utils.translation import gettext_lazy
 
-from triage.roles import ROLE_LABELS, user_roles
+from organisation.roles import ROLE_LABELS, user_roles
 from triage.timezones import SERVER, abbreviation
 
 # (label, URL name). An entry whose page does not exist yet is left out, not shown dead.

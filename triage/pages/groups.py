@@ -25,7 +25,8 @@ from django_htmx.http import push_url
 
 from core.drafts import draft_keep, draft_take, errors_in_words
 from core.http import is_partial
-from triage import roles, selectors
+from organisation import roles
+from triage import selectors
 from triage.badges import tool_badges
 from triage.forms import (
     RUNBOOK_SCOPE_COLLECTION,

@@ -22,7 +22,8 @@ from django.utils.translation import gettext
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from core.http import is_partial
-from triage import roles, selectors
+from organisation import roles
+from triage import selectors
 from triage.forms import ApiKeyCreateForm, IngestionQueryForm, PolicyQueryForm, ToolPolicyForm
 from triage.models import ApiKey, ToolPolicy
 from triage.pages import ingestion_selectors

@@ -15,7 +15,8 @@ from django.utils.translation import gettext
 from django.views.decorators.http import require_POST, require_safe
 
 from core.http import is_partial
-from triage import receipts, roles
+from organisation import roles
+from triage import receipts
 from triage.forms import ReconcileForm
 from triage.models import Receipt, Reconciliation, ReconciliationFinding
 from triage.services import ReconcileError, receipt_reconcile

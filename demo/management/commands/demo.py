@@ -25,6 +25,7 @@ from django.utils import timezone
 from triage_desk_client import Reporter
 
 from core import outbound
+from organisation.roles import ensure_role_group
 from qualitylab import demo as quality_demo
 from qualitylab import services as quality_services
 from qualitylab.management.commands.qualitylab import run_path, wait_for_build, wait_for_run
@@ -33,7 +34,6 @@ from qualitylab.sandbox import DEMO_TOKEN
 from triage.demo_data import demo_items
 from triage.intake.ingest import batch_ingest
 from triage.models import ApiKey, IngestItem
-from triage.roles import ensure_role_group
 from triage.services import api_key_create, person_language_set
 
 DEMO_OWNER = "demo-runtime"
