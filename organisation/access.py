@@ -26,7 +26,7 @@ from django.conf import settings
 from django.db.models import Exists, Q, QuerySet
 
 from organisation.models import Membership, OwnedCollection, Team
-from organisation.roles import ROLE_PERMISSIONS, user_roles
+from organisation.roles import team_role_permissions, user_roles
 
 
 def is_admin(user: Any) -> bool:
@@ -160,7 +160,7 @@ def has_collection_perm(user: Any, perm: str, collection: str) -> bool:
         return True
     if perm in global_perms(user):
         return True
-    return any(perm in ROLE_PERMISSIONS[role] for role in team_roles_for(user, collection))
+    return any(perm in team_role_permissions(role) for role in team_roles_for(user, collection))
 
 
 def global_perms(user: Any) -> set[str]:

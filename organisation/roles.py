@@ -113,6 +113,25 @@ ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
 }
 
 
+# What a role held in a team does not grant: these are not about one collection (keys that
+# may serve any collection, the alert channels every team's rules send to), so only a role
+# held outside teams grants them.
+NOT_FROM_TEAMS = frozenset(
+    {
+        MANAGE_API_KEYS,
+        CHANGE_ALERT_CHANNELS,
+        MANAGE_WEBHOOK_CHANNELS,
+        "alerts.add_channel",
+        "alerts.delete_channel",
+    }
+)
+
+
+def team_role_permissions(role: str) -> frozenset[str]:
+    """What ``role`` held in a team grants on that team's collections."""
+    return frozenset(ROLE_PERMISSIONS[role]) - NOT_FROM_TEAMS
+
+
 def ensure_role_group(role: str) -> Any:
     """The role's auth group with its permissions (for a database flushed after migrating)."""
     from django.contrib.auth.models import Group, Permission

@@ -23,6 +23,7 @@ from django.views.decorators.http import require_POST
 from django.views.i18n import set_language
 
 from organisation.models import Membership
+from organisation.roles import NOT_FROM_TEAMS
 from triage.models import PersonPreference
 from triage.services import person_language_set
 
@@ -85,7 +86,10 @@ class PreferenceModelBackend(ModelBackend):
             user_obj._global_perm_cache = {
                 f"{app}.{code}" for _, held, app, code in rows if code and held
             }
-            user_obj._group_perm_cache = {f"{app}.{code}" for _, _, app, code in rows if code}
+            from_teams = {
+                f"{app}.{code}" for _, held, app, code in rows if code and not held
+            } - NOT_FROM_TEAMS
+            user_obj._group_perm_cache = user_obj._global_perm_cache | from_teams
         return set(user_obj._group_perm_cache)
 
 

@@ -134,3 +134,36 @@ def test_the_demo_console_ends_with_the_addresses_and_logins(tmp_path: Path) -> 
     assert "operator-ko / triage-demo-operator-ko" in tail[1]
     assert tail[-1].startswith("  alerts:       http://127.0.0.1:8000/alerts/")
     assert all(line.startswith("  ") and "http://127.0.0.1:800" in line for line in tail[2:])
+
+
+@pytest.mark.django_db
+def test_the_demo_has_two_teams_whose_leads_see_only_their_own() -> None:
+    from django.contrib.auth import get_user_model
+
+    from organisation import access
+    from organisation.models import Membership
+
+    Command(stdout=io.StringIO())._ensure_admin()
+    Command(stdout=io.StringIO())._ensure_admin()  # a second start changes nothing
+    people = get_user_model().objects
+    lead = people.get(username="checkout-lead")
+    assert {
+        name for name in ("shop", "shop-orders", "shop-members") if access.can_see(lead, name)
+    } == {
+        "shop",
+        "shop-orders",
+    }
+    other = people.get(username="fulfilment-lead")
+    assert access.can_see(other, "shop-logistics") and not access.can_see(other, "shop")
+    viewer = people.get(username="viewer")
+    assert all(access.can_see(viewer, name) for name in ("shop", "shop-logistics", "billing-mcp"))
+    assert set(
+        Membership.objects.filter(person=people.get(username="operator-ko")).values_list(
+            "role", flat=True
+        )
+    ) == {"operator"}
+    out = io.StringIO()
+    Command(stdout=out)._print_welcome(
+        "http://127.0.0.1:8000", "http://127.0.0.1:8001", [], alerts=""
+    )
+    assert "checkout-lead / triage-demo-checkout-lead (operator of checkout only)" in out.getvalue()

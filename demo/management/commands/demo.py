@@ -25,6 +25,7 @@ from django.utils import timezone
 from triage_desk_client import Reporter
 
 from core import outbound
+from organisation.models import Membership, OwnedCollection, Team
 from organisation.roles import ensure_role_group
 from qualitylab import demo as quality_demo
 from qualitylab import services as quality_services
@@ -46,6 +47,16 @@ DEMO_ROLE_USERS = {
 }
 # An operator who reads the pages in Korean (stored on their PersonPreference).
 DEMO_KOREAN_OPERATOR = ("operator-ko", "triage-demo-operator-ko")
+# Two teams and the collections each owns (docs/teams.md). The logins above belong to both,
+# with their role, so they see the whole demo; each team's lead sees only their team's.
+DEMO_TEAMS = {
+    "checkout": ("shop", "shop-orders", "billing-mcp"),
+    "fulfilment": ("shop-members", "shop-logistics"),
+}
+DEMO_TEAM_LEADS = {
+    "checkout": ("checkout-lead", "triage-demo-checkout-lead"),
+    "fulfilment": ("fulfilment-lead", "triage-demo-fulfilment-lead"),
+}
 
 # Quality Lab: the demo collection calls the sandbox; its token reaches the worker only,
 # through the environment variable the collection's auth profile names: the names declared
@@ -306,6 +317,32 @@ class Command(BaseCommand):
         korean.save()
         korean.groups.add(ensure_role_group("operator"))
         person_language_set(user=korean, language="ko")
+        self._ensure_teams(
+            {role: username for role, (username, _) in DEMO_ROLE_USERS.items()}
+            | {"operator-ko": DEMO_KOREAN_OPERATOR[0]}
+        )
+
+    def _ensure_teams(self, members: dict[str, str]) -> None:
+        """The demo's two teams: their collections, the role logins in both, and a lead each
+        (an operator of that team only, with no role outside it)."""
+        people = get_user_model().objects
+        for team_name, collections in DEMO_TEAMS.items():
+            team, _ = Team.objects.get_or_create(name=team_name)
+            for collection in collections:
+                OwnedCollection.objects.get_or_create(
+                    collection=collection, defaults={"team": team}
+                )
+            for role, username in members.items():
+                Membership.objects.get_or_create(
+                    team=team,
+                    person=people.get(username=username),
+                    defaults={"role": role.removesuffix("-ko")},
+                )
+            username, password = DEMO_TEAM_LEADS[team_name]
+            lead, _ = people.get_or_create(username=username)
+            lead.set_password(password)
+            lead.save()
+            Membership.objects.get_or_create(team=team, person=lead, defaults={"role": "operator"})
 
     def _start_web(self, port: int, *, pool: str, workers: int) -> subprocess.Popen[bytes]:
         # As docker-compose.yml: the ingest pool's many threads wait for one of its batch slots
@@ -585,6 +622,10 @@ class Command(BaseCommand):
                 f", {user} / {secret} ({role})" for role, (user, secret) in DEMO_ROLE_USERS.items()
             )
             + f", {DEMO_KOREAN_OPERATOR[0]} / {DEMO_KOREAN_OPERATOR[1]} (operator, reads in Korean)"
+            + "".join(
+                f", {user} / {secret} (operator of {team} only)"
+                for team, (user, secret) in DEMO_TEAM_LEADS.items()
+            )
             + "\n"
             + f"  learning:     {base_url}/learning/\n"
             + f"  Quality Lab:  {base_url}/qualitylab/{DEMO_COLLECTION}/\n"
