@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/triage_scale.py [--sizes 100000,1000000] [--repeat 40]
         [--jobs 2] [--batch 1000] [--database-url URL] [--reuse] [--strict] [--language ko]
+        [--team]
 
 What one run does:
 
@@ -41,6 +42,12 @@ What one run does:
 ``--language ko`` also requests every triage-page endpoint in Korean (the same signed-in
 operator, ``Accept-Language: ko``) in the same rounds as English, and judges the Korean page
 against the English one: the same number of queries and a p95 within 1.1x.
+
+``--team`` measures as an operator who holds the role in a team only (the team owns the
+bench's five collections; a second team owns another), with a read key scoped to that team:
+every statement carries the team filter (organisation.access). Before timing, each endpoint's
+queries are counted with and without the filter, and the run judges them equal; the pages'
+targets are the same. Its result is ``triage-scale-team``, beside the default shape's.
 
 Since 2026-12-05 the contracts page is measured too (after the scan counted the size's
 records, as the beat task would have) and judged by the triage page's targets, and so are
@@ -445,6 +452,8 @@ class Timing:
     samples_ms: list[float]
     queries: int
     triage_page: bool = False
+    # With --team: the same endpoint's query count without the team filter.
+    unfiltered_queries: int | None = None
     language: str = "en"
     # Per request: milliseconds in SQL and in template rendering (its own SQL left out);
     # the rest of the request is Python (views, selectors, middleware).
@@ -559,28 +568,50 @@ def _last_hour_url() -> str:
     )
 
 
-def clients() -> tuple[Any, Any]:
-    """A signed-in operator's browser and a runtime's API client with the read scope."""
+def clients(*, team: bool = False) -> tuple[Any, Any]:
+    """A signed-in operator's browser and a runtime's API client with the read scope.
+
+    With ``team``, the operator holds the role in a team only (team "scale", which owns the
+    bench's collections, beside a second team that owns another), and the key is scoped to
+    that team: every page and answer goes through the team filter and shows the same rows.
+    """
     from django.contrib.auth import get_user_model
     from django.test import Client
 
     from organisation import roles
+    from organisation.models import Membership, OwnedCollection, Team
     from triage.models import ApiKey
     from triage.services import api_key_create
 
-    user, _ = get_user_model().objects.get_or_create(username="scale-operator")
-    user.groups.add(roles.ensure_role_group("operator"))
+    people = get_user_model().objects
+    ApiKey.objects.filter(name__in=["scale-reader", "scale-team-reader"]).delete()
+    if team:
+        ours, _ = Team.objects.get_or_create(name="scale")
+        other, _ = Team.objects.get_or_create(name="scale-elsewhere")
+        for collection in COLLECTIONS:
+            OwnedCollection.objects.update_or_create(collection=collection, defaults={"team": ours})
+        OwnedCollection.objects.get_or_create(collection="elsewhere", defaults={"team": other})
+        user, _ = people.get_or_create(username="scale-team-operator")
+        user.groups.clear()
+        Membership.objects.update_or_create(team=ours, person=user, defaults={"role": "operator"})
+        api_key, key = api_key_create(name="scale-team-reader", scopes=["read"])
+        ApiKey.objects.filter(pk=api_key.pk).update(team=ours)
+    else:
+        user, _ = people.get_or_create(username="scale-operator")
+        user.groups.add(roles.ensure_role_group("operator"))
+        _, key = api_key_create(name="scale-reader", scopes=["read"])
     browser = Client()
     browser.force_login(user)
-    ApiKey.objects.filter(name="scale-reader").delete()
-    _, key = api_key_create(name="scale-reader", scopes=["read"])
     return browser, Client(HTTP_AUTHORIZATION=f"Bearer {key}")
 
 
-def _serve(database_url: str, channel: Any, languages: tuple[str, ...] = ()) -> None:
-    """A measuring process on one database: sends its endpoints' labels, query counts,
-    table counts and what its warm-up found wrong, then answers each endpoint index with
-    one request's milliseconds and status code."""
+def _serve(
+    database_url: str, channel: Any, languages: tuple[str, ...] = (), team: bool = False
+) -> None:
+    """A measuring process on one database: sends its endpoints' labels, query counts (and,
+    with ``team``, each endpoint's query count without the team filter), table counts and
+    what its warm-up found wrong, then answers each endpoint index with one request's
+    milliseconds and status code."""
     os.environ["DATABASE_URL"] = database_url
     _setup_django()
     from django.db import connection
@@ -591,7 +622,8 @@ def _serve(database_url: str, channel: Any, languages: tuple[str, ...] = ()) -> 
 
     for _ in contracts_scan_all(settle=timedelta(0)):  # what the beat task would have counted
         pass
-    browser, api = clients()
+    plain = clients() if team else None
+    browser, api = clients(team=team)
     targets = endpoints(languages)
 
     from django.template.backends.django import Template
@@ -624,8 +656,10 @@ def _serve(database_url: str, channel: Any, languages: tuple[str, ...] = ()) -> 
 
     Template.render = timed_render  # type: ignore[method-assign]
 
-    def get(endpoint: Endpoint) -> tuple[float, Any]:
+    def get(endpoint: Endpoint, *, unfiltered: bool = False) -> tuple[float, Any]:
         client = api if endpoint.api else browser
+        if unfiltered and plain is not None:
+            client = plain[1] if endpoint.api else plain[0]
         for part in spent:
             spent[part] = 0.0
         started = time.perf_counter()
@@ -634,6 +668,7 @@ def _serve(database_url: str, channel: Any, languages: tuple[str, ...] = ()) -> 
         return (time.perf_counter() - started) * 1000, response
 
     queries = []
+    unfiltered_queries = []
     problems = []
     for endpoint in targets:  # warm caches, connections and templates; count queries once
         _, response = get(endpoint)
@@ -641,8 +676,16 @@ def _serve(database_url: str, channel: Any, languages: tuple[str, ...] = ()) -> 
         with CaptureQueriesContext(connection) as captured:
             get(endpoint)
         queries.append(len(captured))
+        if team:
+            _, plain_response = get(endpoint, unfiltered=True)
+            # The team owns every collection: the filter may hide nothing.
+            if endpoint.api and plain_response.content != response.content:
+                problems.append(f"{endpoint.url}: the team's key reads other rows")
+            with CaptureQueriesContext(connection) as captured:
+                get(endpoint, unfiltered=True)
+            unfiltered_queries.append(len(captured))
     labels = [(endpoint.label, endpoint.triage_page, endpoint.language) for endpoint in targets]
-    channel.send((labels, queries, table_counts(), problems))
+    channel.send((labels, queries, table_counts(), problems, unfiltered_queries))
     while (index := channel.recv()) is not None:
         elapsed, response = get(targets[index])
         parts = (spent["sql"], spent["template"] - spent["sql_in_template"])
@@ -668,6 +711,7 @@ class _Server:
     channel: Any
     labels: list[tuple[str, bool, str]] = field(default_factory=list)
     queries: list[int] = field(default_factory=list)
+    unfiltered_queries: list[int] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
     samples: list[list[float]] = field(default_factory=list)
     parts: list[list[tuple[float, float]]] = field(default_factory=list)
@@ -675,7 +719,7 @@ class _Server:
 
 
 def measure(
-    databases: dict[int, str], repeat: int, languages: tuple[str, ...] = ()
+    databases: dict[int, str], repeat: int, languages: tuple[str, ...] = (), team: bool = False
 ) -> dict[int, _Server]:
     """Every size in the same rounds, one process each, never two requests at once."""
     context = multiprocessing.get_context("spawn")
@@ -684,12 +728,18 @@ def measure(
         for size, database_url in databases.items():
             ours, theirs = context.Pipe()
             process = context.Process(
-                target=_serve, args=(database_url, theirs, languages), daemon=True
+                target=_serve, args=(database_url, theirs, languages, team), daemon=True
             )
             process.start()
             servers[size] = _Server(process, ours)
         for server in servers.values():
-            server.labels, server.queries, server.counts, server.problems = server.channel.recv()
+            (
+                server.labels,
+                server.queries,
+                server.counts,
+                server.problems,
+                server.unfiltered_queries,
+            ) = server.channel.recv()
             server.samples = [[] for _ in server.labels]
             server.parts = [[] for _ in server.labels]
         if any(server.problems for server in servers.values()):
@@ -787,8 +837,25 @@ def report(results: list[SizeResult]) -> Verdicts:
             )
 
         verdicts.target(timing.label, needs=judged_sizes, judge=judge)
+    _report_team_filter(large, verdicts)
     _report_languages(large, verdicts)
     return verdicts
+
+
+def _report_team_filter(result: SizeResult, verdicts: Verdicts) -> None:
+    """With --team: each page keeps its query count with the team filter on (the filter
+    joins inside the page's statements, it does not add any)."""
+    for timing in result.timings:
+        if timing.unfiltered_queries is None or timing.language != "en":
+            continue
+
+        def judge(timing: Timing = timing) -> tuple[bool, str]:
+            return timing.queries == timing.unfiltered_queries, (
+                f"{timing.label}: {timing.queries} queries with the team filter, "
+                f"{timing.unfiltered_queries} without (target: the same)"
+            )
+
+        verdicts.target(f"{timing.label} [team queries]", needs=[result.label], judge=judge)
 
 
 def _report_languages(result: SizeResult, verdicts: Verdicts) -> None:
@@ -815,15 +882,17 @@ def _report_languages(result: SizeResult, verdicts: Verdicts) -> None:
 DEFAULT_SIZES = "100000,1000000"
 
 
-def result_name(sizes: list[int]) -> str:
+def result_name(sizes: list[int], *, team: bool = False) -> str:
     """`triage-scale` for the default sizes; another shape keeps a result of its own beside
-    it (`triage-scale-1m-10m` for --sizes 1000000,10000000)."""
+    it (`triage-scale-1m-10m` for --sizes 1000000,10000000, `triage-scale-team` with
+    --team)."""
+    suffix = ["team"] if team else []
     if sizes == sorted(int(size) for size in DEFAULT_SIZES.split(",")):
-        return "triage-scale"
+        return "-".join(["triage-scale", *suffix])
     short = [
         f"{size // 1_000_000}m" if size % 1_000_000 == 0 else f"{size // 1000}k" for size in sizes
     ]
-    return "-".join(["triage-scale", *short])
+    return "-".join(["triage-scale", *short, *suffix])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -841,6 +910,11 @@ def main(argv: list[str] | None = None) -> int:
         default=[],
         choices=["ko"],
         help="also measure the triage page in this language against English",
+    )
+    parser.add_argument(
+        "--team",
+        action="store_true",
+        help="measure as a member of a team that owns the collections, with a team-scoped key",
     )
     args = parser.parse_args(argv)
     sizes = sorted(int(size) for size in args.sizes.split(","))
@@ -875,7 +949,7 @@ def main(argv: list[str] | None = None) -> int:
             if size != sizes[-1]:
                 copy_database(args.database_url, databases[size])
     print(f"measuring {' and '.join(f'{size:,}' for size in sizes)} records in the same rounds")
-    servers = measure(databases, args.repeat, tuple(args.language))
+    servers = measure(databases, args.repeat, tuple(args.language), team=args.team)
     results = [
         SizeResult(
             size,
@@ -889,6 +963,9 @@ def main(argv: list[str] | None = None) -> int:
                     triage_page,
                     language,
                     parts_ms=server.parts[index],
+                    unfiltered_queries=(
+                        server.unfiltered_queries[index] if server.unfiltered_queries else None
+                    ),
                 )
                 for index, (label, triage_page, language) in enumerate(server.labels)
             ],
@@ -897,7 +974,7 @@ def main(argv: list[str] | None = None) -> int:
         for size, server in servers.items()
     ]
     return report(results).exit_status(
-        strict=args.strict, results_dir=args.results_dir, bench=result_name(sizes)
+        strict=args.strict, results_dir=args.results_dir, bench=result_name(sizes, team=args.team)
     )
 
 

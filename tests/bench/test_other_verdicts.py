@@ -145,6 +145,26 @@ def test_an_error_while_timing_breaks_the_size(capsys: pytest.CaptureFixture[str
     assert found.exit_status(strict=False) == EXIT_BROKEN
 
 
+def test_with_teams_a_page_that_adds_a_query_misses_and_the_result_has_its_own_name(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    def teamed(records: int, queries: int) -> triage_scale.SizeResult:
+        timing = triage_scale.Timing(
+            "triage page, defaults (24h, active)", [40.0] * 20, queries, triage_page=True,
+            unfiltered_queries=9,
+        )  # fmt: skip
+        return triage_scale.SizeResult(records, None, {"records": records}, [timing])
+
+    same = triage_scale.report([teamed(100_000, 9), teamed(1_000_000, 9)])
+    assert same.exit_status(strict=True) == EXIT_MET
+    more = triage_scale.report([teamed(100_000, 9), teamed(1_000_000, 10)])
+    assert more.exit_status(strict=True) == EXIT_MISSED
+    out = capsys.readouterr().out
+    assert "10 queries with the team filter, 9 without (target: the same)" in out
+    assert triage_scale.result_name([100_000, 1_000_000], team=True) == "triage-scale-team"
+    assert triage_scale.result_name([100_000, 1_000_000]) == "triage-scale"
+
+
 # --- the reporter and the MCP middleware ------------------------------------------------
 
 
