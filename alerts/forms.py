@@ -9,6 +9,8 @@ from django.utils.translation import gettext_lazy as _
 
 from alerts.models import PRODUCTION_SOURCE, Channel, ChannelKind, Rule, kind_for_target
 from alerts.selectors import LogCursor
+from organisation import roles
+from organisation.access import can_see, has_collection_perm
 from triage.vocabulary import taxonomy
 
 
@@ -23,6 +25,9 @@ class _ChannelChoiceField(forms.ModelMultipleChoiceField):
 
 
 class RuleForm(forms.ModelForm):
+    """A rule. Its collection is one the person sees and may write rules for; no collection
+    (the whole desk) only for those who see things of no collection (alerts.selectors)."""
+
     channels = _ChannelChoiceField(
         queryset=Channel.objects.all(), widget=forms.CheckboxSelectMultiple, label=_("Channels")
     )
@@ -40,6 +45,31 @@ class RuleForm(forms.ModelForm):
     execution_state = forms.ChoiceField(
         choices=_choices(taxonomy.EXECUTION_STATES), required=False, label=_("Execution state")
     )
+
+    def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.user = user
+
+    def clean_collection(self) -> str:
+        collection = str(self.cleaned_data["collection"])
+        if not can_see(self.user, collection):
+            if not collection:
+                raise forms.ValidationError(
+                    _(
+                        "A rule with no collection watches every team's collections: choose "
+                        "one of your team's collections."
+                    ),
+                    code="collection_required",
+                )
+            raise forms.ValidationError(
+                _("Choose one of your team's collections."), code="collection_not_allowed"
+            )
+        if not has_collection_perm(self.user, roles.CHANGE_ALERT_RULES, collection):
+            raise forms.ValidationError(
+                _("Your role may not change the alert rules of this collection."),
+                code="collection_not_allowed",
+            )
+        return collection
 
     def clean_source(self) -> str:
         # Not sent at all (a client that is no browser): the default, as everywhere else.

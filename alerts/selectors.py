@@ -5,6 +5,20 @@ hourly counters (new_group, regression, spike), uncertain receipts counted per t
 (reconcile_waiting), the receipts page's capped retry-budget scan (retry_budget), the newest
 finished run of each suite (qualitylab_regression) and the promotable suggestions
 (suggestion_waiting). No kind scans failure records.
+
+Teams (organisation.access). A rule names one collection or none, and that decides whose it
+is. A rule with a collection belongs to the team that owns the collection: every kind above
+matches that collection's things only, so a team's rule never pages anyone about another
+team's failures, and its team sees and edits it. A rule with no collection watches the whole
+desk: it is seen like a thing of no collection (by admins and by the team named in
+TRIAGE_UNOWNED_COLLECTIONS_TEAM), and a team member cannot make one. While no team exists,
+everyone sees every rule, as before.
+
+Channels carry no collection: they are the desk's shared infrastructure. Everyone who may read
+alerts sees them (name, kind, masked address: a rule picks from them), each counting only the
+rules its reader sees; managing them is for the roles people hold outside teams (alerts.views).
+A delivery is seen with its rule; a channel's test delivery, which names no rule, with the
+channel.
 """
 
 from __future__ import annotations
@@ -31,6 +45,7 @@ from alerts.models import (
 )
 from contracts.selectors import new_findings
 from learning.models import Suggestion, SuggestionStatus
+from organisation.access import visible_q
 from qualitylab.models import CaseRun, RunStatus
 from qualitylab.selectors import previous_finished_run, run_scope
 from triage.models import FailureGroup, FailureGroupBucket, FailureGroupFacet, GroupStatus
@@ -612,8 +627,14 @@ class DeliveryLogPage:
     newer: LogCursor | None
 
 
+def visible_rules(*, user: Any) -> QuerySet[Rule]:
+    """The rules ``user`` sees: those of the collections they see (see the docstring)."""
+    return Rule.objects.filter(visible_q(user, "collection"))
+
+
 def delivery_log(
     *,
+    user: Any,
     rule_id: int | None = None,
     before: LogCursor | None = None,
     after: LogCursor | None = None,
@@ -622,7 +643,8 @@ def delivery_log(
     """Newest first, by keyset (created_at, id): every page is as fast as the first. A page
     newer than `after` that would not be full is the newest page."""
     log = (
-        Delivery.objects.select_related("rule", "channel")
+        Delivery.objects.filter(Q(rule__isnull=True) | visible_q(user, "rule__collection"))
+        .select_related("rule", "channel")
         .defer("payload")
         .annotate(payload_group_id=KT("payload__group__id"))
     )
@@ -681,19 +703,33 @@ class AlertsOverview:
 
 
 def alerts_overview(
-    *, rule_id: int | None = None, before: LogCursor | None = None, after: LogCursor | None = None
+    *,
+    user: Any,
+    rule_id: int | None = None,
+    before: LogCursor | None = None,
+    after: LogCursor | None = None,
 ) -> AlertsOverview:
-    rules = list(Rule.objects.prefetch_related(Prefetch("channels")).order_by("name"))
-    last = {delivery.rule_id: delivery for delivery in _last_per_rule()}
+    """What the alerts page shows ``user``: their rules, every channel with the count of
+    their rules on it, and the deliveries of their rules."""
+    rules = list(visible_rules(user=user).prefetch_related(Prefetch("channels")).order_by("name"))
+    last = {delivery.rule_id: delivery for delivery in _last_per_rule(rules)}
     for rule in rules:
         rule.last_delivery = last.get(rule.pk)  # type: ignore[attr-defined]
     return AlertsOverview(
         rules=rules,
-        channels=list(Channel.objects.annotate(rule_count=Count("rules"))),
-        log=delivery_log(rule_id=rule_id, before=before, after=after),
+        channels=list(
+            Channel.objects.annotate(
+                rule_count=Count("rules", filter=visible_q(user, "rules__collection"))
+            )
+        ),
+        log=delivery_log(user=user, rule_id=rule_id, before=before, after=after),
     )
 
 
-def _last_per_rule() -> list[Delivery]:
-    newest = Delivery.objects.filter(rule__isnull=False).values("rule_id").annotate(last=Max("pk"))
+def _last_per_rule(rules: Sequence[Rule]) -> list[Delivery]:
+    newest = (
+        Delivery.objects.filter(rule_id__in=[rule.pk for rule in rules])
+        .values("rule_id")
+        .annotate(last=Max("pk"))
+    )
     return list(Delivery.objects.filter(pk__in=[row["last"] for row in newest]))

@@ -43,6 +43,7 @@ from alerts.models import (
 )
 from alerts.selectors import BEAT_MATCHERS, Match, absolute_url, ingest_matches
 from config.celery import publish
+from organisation import audit
 from triage.intake.ingest import BatchCommitted
 from triage.selectors import runbooks_for
 
@@ -173,11 +174,34 @@ def rule_create(
     with transaction.atomic():
         rule.save()
         rule.channels.set(channels)
+        _audit_rule(rule, "alert_rule.created", user=user, channels=channels)
     _rules_changed()
     return rule
 
 
-def rule_update(*, rule: Rule, channels: Sequence[Channel], **fields: Any) -> Rule:
+def _audit_rule(
+    rule: Rule, action: str, *, user: Any, channels: Sequence[Channel] = (), **extra: Any
+) -> None:
+    """The audit entry of a rule change: who, and the rule's settings after it."""
+    settings_after = {name: getattr(rule, name) for name in RULE_FIELDS}
+    audit.record(
+        user if getattr(user, "is_authenticated", False) else audit.acting_person(),
+        action,
+        f"alert rule {rule.name}",
+        collection=rule.collection,
+        detail={
+            "rule": rule.pk,
+            **{name: value for name, value in settings_after.items() if value not in ("", None)},
+            **({"channels": sorted(channel.name for channel in channels)} if channels else {}),
+            **extra,
+        },
+    )
+
+
+def rule_update(
+    *, rule: Rule, channels: Sequence[Channel], user: Any = None, **fields: Any
+) -> Rule:
+    before = {name: getattr(rule, name) for name in RULE_FIELDS}
     for name, value in fields.items():
         if name not in RULE_FIELDS:
             raise TypeError(f"unknown rule field {name}")
@@ -185,15 +209,19 @@ def rule_update(*, rule: Rule, channels: Sequence[Channel], **fields: Any) -> Ru
     if not channels:
         raise ValidationError({"channels": _("Choose at least one channel.")})
     rule.full_clean()
+    changed = sorted(name for name in RULE_FIELDS if getattr(rule, name) != before[name])
     with transaction.atomic():
         rule.save()
         rule.channels.set(channels)
+        _audit_rule(rule, "alert_rule.changed", user=user, channels=channels, changed=changed)
     _rules_changed()
     return rule
 
 
-def rule_delete(*, rule: Rule) -> None:
-    rule.delete()
+def rule_delete(*, rule: Rule, user: Any = None) -> None:
+    with transaction.atomic():
+        _audit_rule(rule, "alert_rule.deleted", user=user)
+        rule.delete()
     _rules_changed()
 
 

@@ -1,9 +1,15 @@
 """The alerts page: rules with their last delivery, channels, the delivery log; forms to
 edit rules (operators, admins) and channels (webhook and Slack-compatible ones: operators and
-admins; email ones: admins), and "send a test" per channel."""
+admins; email ones: admins), and "send a test" per channel.
+
+Teams (alerts.selectors says whose a rule is): a person sees and edits the rules of their
+collections; another team's rule is not found (404), one they may not change refused (403).
+Channels are shared by every team's rules, so only a role held outside teams manages them (a
+role in a team grants no channel permission: organisation.roles.NOT_FROM_TEAMS)."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from django.contrib import messages
@@ -21,6 +27,7 @@ from alerts.forms import ChannelEditForm, ChannelForm, LogQueryForm, RuleForm
 from alerts.models import Channel, Rule
 from core.http import is_partial
 from organisation import roles
+from organisation.access import has_collection_perm
 
 PAGE = "alerts/alerts.html"
 RULE_PAGE = "alerts/rule_form.html"
@@ -40,18 +47,24 @@ def _page(
     found = query.cleaned_data if query.is_valid() else {}
     if query.errors:
         status = 400
-    overview = selectors.alerts_overview(
-        rule_id=found.get("rule"), before=found.get("before"), after=found.get("after")
-    )
     user = request.user
+    overview = selectors.alerts_overview(
+        user=user, rule_id=found.get("rule"), before=found.get("before"), after=found.get("after")
+    )
+    can_edit_rules = user.has_perm(roles.CHANGE_ALERT_RULES)
+    may_edit = functools.cache(
+        functools.partial(has_collection_perm, user, roles.CHANGE_ALERT_RULES)
+    )
+    for rule in overview.rules:
+        rule.editable = can_edit_rules and may_edit(rule.collection)  # type: ignore[attr-defined]
     context: dict[str, Any] = {
         "overview": overview,
         "query_form": query,
         "log_rule_id": found.get("rule"),
-        "can_edit_rules": user.has_perm(roles.CHANGE_ALERT_RULES),
+        "can_edit_rules": can_edit_rules,
         "can_edit_channels": user.has_perm(roles.CHANGE_ALERT_CHANNELS),
         "can_edit_webhooks": user.has_perm(roles.MANAGE_WEBHOOK_CHANNELS),
-        "rule_form": rule_form or RuleForm(),
+        "rule_form": rule_form or RuleForm(user=user),
         "channel_form": channel_form or _channel_form(request, data=None),
         "new_secret": new_secret,
         "new_channel": new_channel,
@@ -69,6 +82,14 @@ def _may_manage(user: Any, channel: Channel) -> bool:
     if user.has_perm(roles.CHANGE_ALERT_CHANNELS):
         return True
     return channel.is_webhook and user.has_perm(roles.MANAGE_WEBHOOK_CHANNELS)
+
+
+def _rule(request: HttpRequest, rule_id: int) -> Rule:
+    """A rule the person sees (else 404) and may change (else 403)."""
+    rule = get_object_or_404(selectors.visible_rules(user=request.user), pk=rule_id)
+    if not has_collection_perm(request.user, roles.CHANGE_ALERT_RULES, rule.collection):
+        raise PermissionDenied
+    return rule
 
 
 def _managed_channel(request: HttpRequest, channel_id: int) -> Channel:
@@ -105,7 +126,7 @@ def _form_errors(form: Any, exc: ValidationError) -> None:
 @login_required
 @permission_required(roles.CHANGE_ALERT_RULES, raise_exception=True)
 def rule_create_view(request: HttpRequest) -> HttpResponse:
-    form = RuleForm(request.POST)
+    form = RuleForm(request.POST, user=request.user)
     if form.is_valid():
         try:
             rule = services.rule_create(
@@ -126,10 +147,11 @@ def rule_create_view(request: HttpRequest) -> HttpResponse:
 @login_required
 @permission_required(roles.CHANGE_ALERT_RULES, raise_exception=True)
 def rule_edit_view(request: HttpRequest, rule_id: int) -> HttpResponse:
-    rule = get_object_or_404(Rule, pk=rule_id)
+    rule = _rule(request, rule_id)
     if request.method == "GET":
-        return render(request, RULE_PAGE, {"rule": rule, "form": RuleForm(instance=rule)})
-    form = RuleForm(request.POST, instance=Rule.objects.get(pk=rule.pk))
+        form = RuleForm(instance=rule, user=request.user)
+        return render(request, RULE_PAGE, {"rule": rule, "form": form})
+    form = RuleForm(request.POST, instance=Rule.objects.get(pk=rule.pk), user=request.user)
     if form.is_valid():
         try:
             rule.name = form.cleaned_data["name"]
@@ -148,7 +170,7 @@ def rule_edit_view(request: HttpRequest, rule_id: int) -> HttpResponse:
 @login_required
 @permission_required(roles.CHANGE_ALERT_RULES, raise_exception=True)
 def rule_delete_view(request: HttpRequest, rule_id: int) -> HttpResponse:
-    rule = get_object_or_404(Rule, pk=rule_id)
+    rule = _rule(request, rule_id)
     services.rule_delete(rule=rule)
     messages.success(request, _("Rule %(name)s deleted.") % {"name": rule.name})
     return _home()

@@ -452,12 +452,12 @@ class Timing:
     samples_ms: list[float]
     queries: int
     triage_page: bool = False
-    # With --team: the same endpoint's query count without the team filter.
-    unfiltered_queries: int | None = None
     language: str = "en"
     # Per request: milliseconds in SQL and in template rendering (its own SQL left out);
     # the rest of the request is Python (views, selectors, middleware).
     parts_ms: list[tuple[float, float]] = field(default_factory=list)
+    # With --team: the same endpoint's query count without the team filter.
+    unfiltered_queries: int | None = None
 
     def profile(self) -> tuple[float, float, float]:
         """Where the time goes: (SQL, Python, template) milliseconds, the medians of SQL and
@@ -568,12 +568,13 @@ def _last_hour_url() -> str:
     )
 
 
-def clients(*, team: bool = False) -> tuple[Any, Any]:
+def clients(*, team: bool = False, admin: bool = False) -> tuple[Any, Any]:
     """A signed-in operator's browser and a runtime's API client with the read scope.
 
     With ``team``, the operator holds the role in a team only (team "scale", which owns the
     bench's collections, beside a second team that owns another), and the key is scoped to
     that team: every page and answer goes through the team filter and shows the same rows.
+    With ``admin``, an admin (who sees every collection, teams or not: no filter at all).
     """
     from django.contrib.auth import get_user_model
     from django.test import Client
@@ -584,7 +585,7 @@ def clients(*, team: bool = False) -> tuple[Any, Any]:
     from triage.services import api_key_create
 
     people = get_user_model().objects
-    ApiKey.objects.filter(name__in=["scale-reader", "scale-team-reader"]).delete()
+    ApiKey.objects.filter(name="scale-team-reader" if team else "scale-reader").delete()
     if team:
         ours, _ = Team.objects.get_or_create(name="scale")
         other, _ = Team.objects.get_or_create(name="scale-elsewhere")
@@ -597,8 +598,9 @@ def clients(*, team: bool = False) -> tuple[Any, Any]:
         api_key, key = api_key_create(name="scale-team-reader", scopes=["read"])
         ApiKey.objects.filter(pk=api_key.pk).update(team=ours)
     else:
-        user, _ = people.get_or_create(username="scale-operator")
-        user.groups.add(roles.ensure_role_group("operator"))
+        role = "admin" if admin else "operator"
+        user, _ = people.get_or_create(username=f"scale-{role}")
+        user.groups.add(roles.ensure_role_group(role))
         _, key = api_key_create(name="scale-reader", scopes=["read"])
     browser = Client()
     browser.force_login(user)
@@ -622,7 +624,9 @@ def _serve(
 
     for _ in contracts_scan_all(settle=timedelta(0)):  # what the beat task would have counted
         pass
-    plain = clients() if team else None
+    # With --team, the same pages without the filter: an admin's (once a team exists, a
+    # person in no team sees nothing).
+    plain = clients(admin=True) if team else None
     browser, api = clients(team=team)
     targets = endpoints(languages)
 

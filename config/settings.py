@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import dj_database_url
 import yaml
@@ -82,6 +83,9 @@ MIDDLEWARE = [
     "config.request_limits.PageBodyLimitMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # After authentication: changes audited where no service names the actor (the Django
+    # admin's role edits) are credited to the request's person (organisation/audit.py).
+    "organisation.middleware.ActingPersonMiddleware",
     # ...and for a signed-in person, the language they chose (triage/language.py).
     "triage.language.PreferredLanguageMiddleware",
     # After authentication: the person's time zone is their preference, or their browser's.
@@ -187,8 +191,9 @@ LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
-    # Django's ModelBackend, loading the person's preference with the user (one query).
-    "triage.language.PreferenceModelBackend",
+    # Django's ModelBackend, loading the person's preference with the user (one query); it
+    # refuses passwords while TRIAGE_LOCAL_LOGIN is off, but the break-glass admin's.
+    "config.login.LocalPasswordBackend",
 ]
 # Teams (organisation.access): the team whose members also see the collections no team owns
 # ("" for admins only).
@@ -200,6 +205,127 @@ AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_VERBOSE = False
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+
+# --- Sign-in: local passwords and OpenID Connect (docs/sign-in.md) -------------------------
+# Passwords (config/login.py): with 0, only the break-glass admin (`manage.py
+# break_glass_admin`) may sign in with one, and the sign-in page offers the provider only.
+TRIAGE_LOCAL_LOGIN = env_bool("TRIAGE_LOCAL_LOGIN", True)
+
+
+def _oidc_names(setting: str, part: str, text: str, what: str) -> tuple[str, ...]:
+    names = tuple(name.strip() for name in text.split(","))
+    if not names or any(not name or any(c in name for c in ";=") for name in names):
+        raise ImproperlyConfigured(
+            f"{setting}: in {part!r}, {what} must be names separated by commas, none empty."
+        )
+    return names
+
+
+def env_oidc_role_groups(name: str) -> dict[str, tuple[str, ...]]:
+    """The provider's groups that give each desk role: "admin=desk-admins;operator=desk-ops,sre"
+    (a role, "=", its groups separated by commas; entries separated by semicolons)."""
+    from organisation.roles import ROLES
+
+    table: dict[str, tuple[str, ...]] = {}
+    for part in filter(None, (part.strip() for part in env_str(name, "").split(";"))):
+        role, equals, groups = (piece.strip() for piece in part.partition("="))
+        if not equals:
+            raise ImproperlyConfigured(f"{name}: {part!r} must read role=group,group.")
+        if role not in ROLES:
+            raise ImproperlyConfigured(
+                f"{name}: in {part!r}, {role!r} is not a role ({', '.join(ROLES)})."
+            )
+        if role in table:
+            raise ImproperlyConfigured(f"{name}: the role {role!r} is named twice.")
+        table[role] = _oidc_names(name, part, groups, "the groups")
+    return table
+
+
+def env_oidc_team_groups(name: str) -> tuple[tuple[str, str, tuple[str, ...]], ...]:
+    """The provider's groups that make a person a member of a team, with a role there:
+    "checkout:operator=checkout-ops;search:viewer=search-all,search-ops". A person in groups
+    of several entries for one team gets the role of the first such entry."""
+    from organisation.roles import ROLES
+
+    entries = []
+    for part in filter(None, (part.strip() for part in env_str(name, "").split(";"))):
+        target, equals, groups = (piece.strip() for piece in part.partition("="))
+        team, colon, role = (piece.strip() for piece in target.rpartition(":"))
+        if not equals or not colon:
+            raise ImproperlyConfigured(f"{name}: {part!r} must read team:role=group,group.")
+        if not team or len(team) > 100 or any(c in team for c in ",;="):
+            raise ImproperlyConfigured(
+                f"{name}: in {part!r}, the team name must be 1-100 characters without , ; =."
+            )
+        if role not in ROLES:
+            raise ImproperlyConfigured(
+                f"{name}: in {part!r}, {role!r} is not a role ({', '.join(ROLES)})."
+            )
+        entries.append((team, role, _oidc_names(name, part, groups, "the groups")))
+    return tuple(entries)
+
+
+# OpenID Connect (config/oidc.py, with mozilla-django-oidc): on when an issuer and a client id
+# are set. The provider's endpoints and keys come from <issuer>/.well-known/openid-configuration,
+# fetched at the first sign-in (not at start) and kept for an hour.
+TRIAGE_OIDC_ISSUER = env_str("TRIAGE_OIDC_ISSUER", "").strip().rstrip("/")
+TRIAGE_OIDC_CLIENT_ID = env_str("TRIAGE_OIDC_CLIENT_ID", "").strip()
+TRIAGE_OIDC_ENABLED = bool(TRIAGE_OIDC_ISSUER or TRIAGE_OIDC_CLIENT_ID)
+TRIAGE_OIDC_CLIENT_SECRET = env_str(
+    "TRIAGE_OIDC_CLIENT_SECRET", None if TRIAGE_OIDC_ENABLED else ""
+)
+# Scopes asked for; add "groups" for providers that release the groups claim under it (Okta).
+TRIAGE_OIDC_SCOPES = " ".join(env_str("TRIAGE_OIDC_SCOPES", "openid email profile").split())
+# The claim (of the ID token or the userinfo answer) listing the person's groups.
+TRIAGE_OIDC_GROUPS_CLAIM = env_str("TRIAGE_OIDC_GROUPS_CLAIM", "groups").strip()
+TRIAGE_OIDC_ROLE_GROUPS = env_oidc_role_groups("TRIAGE_OIDC_ROLE_GROUPS")
+TRIAGE_OIDC_TEAM_GROUPS = env_oidc_team_groups("TRIAGE_OIDC_TEAM_GROUPS")
+if TRIAGE_OIDC_ENABLED:
+    _issuer = urlsplit(TRIAGE_OIDC_ISSUER)
+    if not (TRIAGE_OIDC_ISSUER and TRIAGE_OIDC_CLIENT_ID):
+        raise ImproperlyConfigured("Set both TRIAGE_OIDC_ISSUER and TRIAGE_OIDC_CLIENT_ID.")
+    if not TRIAGE_OIDC_CLIENT_SECRET:
+        raise ImproperlyConfigured("Set TRIAGE_OIDC_CLIENT_SECRET (the provider gives it).")
+    # Plain HTTP only on this machine (a provider in a test); a query has no place in one.
+    loopback = _issuer.hostname in ("127.0.0.1", "localhost", "::1")
+    if not (_issuer.scheme == "https" or (_issuer.scheme == "http" and loopback)) or (
+        not _issuer.hostname or _issuer.query or _issuer.fragment
+    ):
+        raise ImproperlyConfigured(
+            f"TRIAGE_OIDC_ISSUER must be an https:// URL without query, got {TRIAGE_OIDC_ISSUER!r}."
+        )
+    if "openid" not in TRIAGE_OIDC_SCOPES.split():
+        raise ImproperlyConfigured("TRIAGE_OIDC_SCOPES must include openid.")
+    if not TRIAGE_OIDC_GROUPS_CLAIM:
+        raise ImproperlyConfigured("TRIAGE_OIDC_GROUPS_CLAIM must name a claim.")
+    if not (TRIAGE_OIDC_ROLE_GROUPS or TRIAGE_OIDC_TEAM_GROUPS):
+        raise ImproperlyConfigured(
+            "Set TRIAGE_OIDC_ROLE_GROUPS or TRIAGE_OIDC_TEAM_GROUPS: with neither, no one could "
+            "sign in with the provider."
+        )
+    AUTHENTICATION_BACKENDS.append("config.oidc.ProviderBackend")
+elif not TRIAGE_LOCAL_LOGIN:
+    raise ImproperlyConfigured(
+        "TRIAGE_LOCAL_LOGIN=0 needs OpenID Connect (TRIAGE_OIDC_ISSUER, TRIAGE_OIDC_CLIENT_ID)."
+    )
+# What the sign-in button names ("Sign in with Okta"); the issuer's host when unset.
+TRIAGE_OIDC_PROVIDER_NAME = env_str("TRIAGE_OIDC_PROVIDER_NAME", "").strip() or (
+    urlsplit(TRIAGE_OIDC_ISSUER).hostname or ""
+)
+# mozilla-django-oidc reads these. Its views are config.oidc's (answering 404 while OpenID
+# Connect is off); the ID token is RS256, checked against the provider's JWKS, and state,
+# nonce and PKCE (S256) are always used.
+OIDC_RP_CLIENT_ID = TRIAGE_OIDC_CLIENT_ID
+OIDC_RP_CLIENT_SECRET = TRIAGE_OIDC_CLIENT_SECRET
+OIDC_RP_SCOPES = TRIAGE_OIDC_SCOPES
+OIDC_RP_SIGN_ALGO = "RS256"
+OIDC_USE_NONCE = True
+OIDC_USE_PKCE = True
+OIDC_PKCE_CODE_CHALLENGE_METHOD = "S256"
+OIDC_ALLOW_UNSECURED_JWT = False
+OIDC_TIMEOUT = 10
+OIDC_AUTHENTICATE_CLASS = "config.oidc.AuthenticateView"
+OIDC_CALLBACK_CLASS = "config.oidc.CallbackView"
 
 # English and Korean. Codes (stages, reasons, lanes, execution states, API error codes) are
 # the same in both; the interface and the catalog's texts are translated (locale/).

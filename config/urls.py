@@ -10,10 +10,11 @@ from django.urls import include, path
 from django.views.decorators.http import require_http_methods, require_safe
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from config.login import SignInForm
+from config.login import SignInView
 from contracts.api import ContractsApi
 from fixes.api import FixesApi
 from learning.api_urls import urlpatterns as learning_api_urls
+from organisation.api import AuditListApi
 from triage.intake.otlp import OtlpTracesApi
 from triage.language import language_choose_view
 from triage.urls import api_urlpatterns
@@ -35,12 +36,12 @@ urlpatterns = [
     # Django's sign-in view takes PUT as a POST: it answers GET and POST only.
     path(
         "accounts/login/",
-        require_http_methods(["GET", "POST"])(
-            auth_views.LoginView.as_view(authentication_form=SignInForm)
-        ),
+        require_http_methods(["GET", "POST"])(SignInView.as_view()),
         name="login",
     ),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    # OpenID Connect sign-in (config/oidc.py): 404 while it is off.
+    path("oidc/", include("mozilla_django_oidc.urls")),
     # The header's language switch (Django's set_language, remembered per person).
     path("i18n/setlang/", language_choose_view, name="set_language"),
     path("admin/", admin.site.urls),
@@ -50,6 +51,7 @@ urlpatterns = [
     path("api/v1/learning/", include((learning_api_urls, "learning-api"))),
     path("api/v1/contracts", ContractsApi.as_view(), name="api-contracts"),
     path("api/v1/fixes", FixesApi.as_view(), name="api-fixes"),
+    path("api/v1/audit", AuditListApi.as_view(), name="api-audit"),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path(
         "api/docs/",
@@ -65,5 +67,6 @@ urlpatterns = [
     path("alerts/", include("alerts.urls")),
     path("contracts/", include("contracts.urls")),
     path("fixes/", include("fixes.urls")),
+    path("organisation/", include("organisation.urls")),
     path("", include("triage.urls")),
 ]

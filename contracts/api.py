@@ -1,4 +1,5 @@
-"""GET /api/v1/contracts: the contracts page's figures, for a read key."""
+"""GET /api/v1/contracts: the contracts page's figures, for a read key (of the collections
+the key serves, or the person sees)."""
 
 from __future__ import annotations
 
@@ -34,5 +35,7 @@ class ContractsApi(APIView):
         form = ContractsFilterForm(request.query_params)
         if not form.is_valid():
             raise form_refusal(form)
-        overview = selectors.contracts_overview(now=timezone.now(), filters=form.filters())
+        overview = selectors.contracts_overview(
+            now=timezone.now(), filters=form.filters(), user=request.user
+        )
         return Response(overview_document(overview))

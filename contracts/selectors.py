@@ -2,7 +2,12 @@
 
 Everything is read from the scan's per-tool daily counters, findings and the tool
 policies (plus reconciliations per tool, a small table): a handful of queries whatever the
-number of records."""
+number of records.
+
+A page or an API answer reads the tools of the collections its reader sees
+(organisation.access); ranks and the first batch are then counted among those tools, so they
+tell nothing of another team's. Without a reader (the CLI, the triage pages' badge) they are
+the whole desk's."""
 
 from __future__ import annotations
 
@@ -13,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from django.db.models import Count, Max, Sum
+from django.db.models import Count, Max, Q, Sum
 from django.urls import reverse
 from django.utils.http import urlencode
 from django.utils.translation import gettext, gettext_lazy, ngettext
@@ -28,6 +33,7 @@ from contracts.models import (
     Standing,
     ToolDay,
 )
+from organisation.access import visible_q
 from triage.badges import ToolBadge, ToolKey
 from triage.models import FailureGroup, Receipt, Reconciliation, ToolPolicy
 from triage.receipts import group_links, run_key
@@ -336,17 +342,29 @@ def _filtered(queryset: Any, filters: ContractsFilters, prefix: str = "") -> Any
     return queryset
 
 
+def _seen(user: Any, field: str = "collection") -> Q:
+    """What ``user`` sees (organisation.access); everything without a reader."""
+    return Q() if user is None else visible_q(user, field)
+
+
 def contracts_overview(
-    *, now: datetime, filters: ContractsFilters, limit: int | None = LIST_LIMIT
+    *,
+    now: datetime,
+    filters: ContractsFilters,
+    limit: int | None = LIST_LIMIT,
+    user: Any = None,
 ) -> ContractsOverview:
-    """Every tool with counters in the window, ranked by the seed's criteria; the first
-    FIRST_BATCH_SIZE that meet any criterion are the seed's first batch. Ranks are the
-    whole desk's, so a filter shows a tool at the place it holds among all of them."""
+    """Every tool with counters in the window that ``user`` sees, ranked by the seed's
+    criteria; the first FIRST_BATCH_SIZE that meet any criterion are the seed's first batch.
+    Ranks are counted before the filters, so a filter shows a tool at the place it holds
+    among all the tools its reader sees."""
     since = _since(now, filters.days)
     tools: dict[ToolKey, ToolContract] = {}
     sums = {name: Sum(name) for name in ToolDay.COUNTERS}
     for row in (
-        ToolDay.objects.filter(day__gte=since.date()).values("collection", "tool").annotate(**sums)
+        ToolDay.objects.filter(_seen(user), day__gte=since.date())
+        .values("collection", "tool")
+        .annotate(**sums)
     ):
         tool = ToolContract(collection=row["collection"], tool=row["tool"], days=filters.days)
         tool.failures = row["failures"] or 0
@@ -363,7 +381,7 @@ def contracts_overview(
         }
         tools[tool.key] = tool
     for kind_row in (
-        ContractFinding.objects.filter(occurred_at__gte=since)
+        ContractFinding.objects.filter(_seen(user), occurred_at__gte=since)
         .values("collection", "tool", "kind")
         .annotate(count=Count("pk"))
     ):
@@ -371,7 +389,9 @@ def contracts_overview(
         tool = tools.setdefault(key, ToolContract(*key, days=filters.days))
         tool.findings[kind_row["kind"]] = kind_row["count"]
     for reconciled in (
-        Reconciliation.objects.filter(created_at__gte=since, corrects__isnull=True)
+        Reconciliation.objects.filter(
+            _seen(user, "receipt__collection"), created_at__gte=since, corrects__isnull=True
+        )
         .values("receipt__collection", "receipt__tool")
         .annotate(count=Count("pk"))
     ):
@@ -478,10 +498,17 @@ class FindingRow:
 
 
 def findings_list(
-    *, now: datetime, filters: ContractsFilters, kind: str | None = None, limit: int = LIST_LIMIT
+    *,
+    now: datetime,
+    filters: ContractsFilters,
+    kind: str | None = None,
+    limit: int = LIST_LIMIT,
+    user: Any = None,
 ) -> tuple[list[FindingRow], int]:
     since = _since(now, filters.days)
-    queryset = _filtered(ContractFinding.objects.filter(occurred_at__gte=since), filters)
+    queryset = _filtered(
+        ContractFinding.objects.filter(_seen(user), occurred_at__gte=since), filters
+    )
     if kind:
         queryset = queryset.filter(kind=kind)
     total = queryset.count()

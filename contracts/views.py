@@ -1,4 +1,5 @@
-"""The contracts page (seed 004's rollout plan) and a tool's findings with their examples."""
+"""The contracts page (seed 004's rollout plan) and a tool's findings with their examples,
+both of the collections their reader sees (contracts.selectors)."""
 
 from __future__ import annotations
 
@@ -39,6 +40,7 @@ def contracts_page(request: HttpRequest) -> HttpResponse:
             now=now,
             filters=form.filters(),
             limit=None if request.GET.get("all") == "1" else selectors.LIST_LIMIT,
+            user=request.user,
         )
     return render(request, "contracts/contracts.html", context, status=status)
 
@@ -51,7 +53,10 @@ def findings_page(request: HttpRequest) -> HttpResponse:
     context = {"form": form, "kinds": FindingKind.choices}
     if status == 200:
         rows, total = selectors.findings_list(
-            now=timezone.now(), filters=form.filters(), kind=form.cleaned_data["kind"] or None
+            now=timezone.now(),
+            filters=form.filters(),
+            kind=form.cleaned_data["kind"] or None,
+            user=request.user,
         )
         context.update(rows=rows, total=total, filters=form.filters(), limit=selectors.LIST_LIMIT)
     return render(request, "contracts/findings.html", context, status=status)

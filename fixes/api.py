@@ -1,4 +1,5 @@
-"""GET /api/v1/fixes: the fixes list and which fixes hold, per runbook, kind and person."""
+"""GET /api/v1/fixes: the fixes list and which fixes hold, per runbook, kind and person, of
+the collections the key serves (or the person sees)."""
 
 from __future__ import annotations
 
@@ -83,7 +84,9 @@ class FixesApi(APIView):
         form = FixesFilterForm(request.query_params)
         if not form.is_valid():
             raise form_refusal(form)
-        overview = selectors.fixes_overview(filters=form.filters(), now=timezone.now())
+        overview = selectors.fixes_overview(
+            filters=form.filters(), now=timezone.now(), user=request.user
+        )
         return Response(
             {
                 "filters": overview.filters.as_query(),

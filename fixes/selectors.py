@@ -1,4 +1,7 @@
-"""What the fixes page, the API and the other pages' panels read: stored fixes, one row each."""
+"""What the fixes page, the API and the other pages' panels read: stored fixes, one row each.
+
+A reader sees the fixes of the collections they see (organisation.access, on the fix's
+collection), and every count and tally is of those; without a reader, of the whole desk."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ from django.db.models import Count, Q, QuerySet
 
 from fixes import efficacy
 from fixes.models import SPANS, Fix, Verdict
+from organisation.access import visible_q
 from triage.models import Runbook
 
 LIST_LIMIT = 100
@@ -51,8 +55,13 @@ class Tally:
         )
 
 
-def fixes_filtered(filters: Filters, *, now: datetime) -> QuerySet[Fix]:
-    rows = Fix.objects.filter(fixed_at__gte=now - timedelta(days=filters.days))
+def visible_fixes(*, user: Any) -> QuerySet[Fix]:
+    """The fixes ``user`` sees; every fix without a reader (the CLI)."""
+    return Fix.objects.all() if user is None else Fix.objects.filter(visible_q(user, "collection"))
+
+
+def fixes_filtered(filters: Filters, *, now: datetime, user: Any = None) -> QuerySet[Fix]:
+    rows = visible_fixes(user=user).filter(fixed_at__gte=now - timedelta(days=filters.days))
     if filters.kind:
         rows = rows.filter(kind=filters.kind)
     if filters.verdict:
@@ -90,8 +99,8 @@ class Overview:
     by_person: list[Tally]
 
 
-def fixes_overview(*, filters: Filters, now: datetime) -> Overview:
-    rows = fixes_filtered(filters, now=now)
+def fixes_overview(*, filters: Filters, now: datetime, user: Any = None) -> Overview:
+    rows = fixes_filtered(filters, now=now, user=user)
     listed = list(
         rows.select_related("group", "runbook", "verification_run", "suggestion").order_by(
             "-fixed_at", "-id"
@@ -119,9 +128,10 @@ def readings(fix: Fix) -> dict[str, efficacy.Reading]:
     return {span: efficacy.read(**fix.figures(span)) for span in SPANS}
 
 
-def runbook_tallies(runbook_ids: list[int]) -> dict[int, Tally]:
-    """Verdict counts per runbook (every fix that used it), for the runbook cards."""
+def runbook_tallies(runbook_ids: list[int], *, user: Any = None) -> dict[int, Tally]:
+    """Verdict counts per runbook (every fix that used it, of the collections ``user`` sees),
+    for the runbook cards."""
     if not runbook_ids:
         return {}
-    rows = Fix.objects.filter(runbook_id__in=runbook_ids)
+    rows = visible_fixes(user=user).filter(runbook_id__in=runbook_ids)
     return {tally.key: tally for tally in tallies(rows, "runbook")}

@@ -1,4 +1,8 @@
-"""The fixes list, and the group page's resolve-with-a-fix and verify actions."""
+"""The fixes list, and the group page's resolve-with-a-fix and verify actions.
+
+The list is of the collections its reader sees (fixes.selectors). A group or a fix of another
+team is not found (404); resolving or verifying needs the permission on its collection (403
+when the person's role in the owning team lacks it)."""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
 from django.utils import timezone
@@ -16,8 +21,9 @@ from django.views.decorators.http import require_POST, require_safe
 from core.drafts import draft_keep, errors_in_words
 from fixes import selectors, services
 from fixes.forms import FixesFilterForm, ResolveWithFixForm
-from fixes.models import Fix, FixKind, Verdict
+from fixes.models import FixKind, Verdict
 from organisation import roles
+from organisation.access import has_collection_perm, visible_q
 from triage.forms import group_draft_key, group_page_url, posted_back
 from triage.models import FailureGroup, GroupAction
 
@@ -36,7 +42,9 @@ def fixes_page(request: HttpRequest) -> HttpResponse:
     }
     if not form.is_valid():
         return render(request, "fixes/fixes.html", context, status=400)
-    overview = selectors.fixes_overview(filters=form.filters(), now=timezone.now())
+    overview = selectors.fixes_overview(
+        filters=form.filters(), now=timezone.now(), user=request.user
+    )
     context.update(overview=overview, limit=selectors.LIST_LIMIT)
     return render(request, "fixes/fixes.html", context)
 
@@ -46,7 +54,11 @@ def fixes_page(request: HttpRequest) -> HttpResponse:
 @permission_required(roles.ACT_ON_GROUP, raise_exception=True)
 def resolve_view(request: HttpRequest, group_id: int) -> HttpResponse:
     """Resolve a group from its page, with its release and the fix behind it (if said)."""
-    group = get_object_or_404(FailureGroup, pk=group_id)
+    group = get_object_or_404(
+        FailureGroup.objects.filter(visible_q(request.user, "collection")), pk=group_id
+    )
+    if not has_collection_perm(request.user, roles.ACT_ON_GROUP, group.collection):
+        raise PermissionDenied
     form = ResolveWithFixForm(
         request.POST, user=request.user, group=group, runbooks=services.group_runbooks(group)
     )
@@ -54,7 +66,7 @@ def resolve_view(request: HttpRequest, group_id: int) -> HttpResponse:
     if (
         form.is_valid()
         and form.cleaned_data["verify"]
-        and not request.user.has_perm(roles.RUN_QUALITY_LAB)
+        and not has_collection_perm(request.user, roles.RUN_QUALITY_LAB, group.collection)
     ):
         form.add_error("verify", gettext("Verifying runs Quality Lab: your role may not."))
     if not form.is_valid():
@@ -107,7 +119,16 @@ def resolve_view(request: HttpRequest, group_id: int) -> HttpResponse:
 @permission_required(roles.RUN_QUALITY_LAB, raise_exception=True)
 def verify_view(request: HttpRequest, fix_id: int) -> HttpResponse:
     """Verify a recorded fix again with the cases made from its group's failures."""
-    fix = get_object_or_404(Fix.objects.select_related("group"), pk=fix_id, group__isnull=False)
+    fix = get_object_or_404(
+        selectors.visible_fixes(user=request.user).select_related("group"),
+        pk=fix_id,
+        group__isnull=False,
+    )
+    if not all(
+        has_collection_perm(request.user, perm, fix.collection)
+        for perm in (roles.ACT_ON_GROUP, roles.RUN_QUALITY_LAB)
+    ):
+        raise PermissionDenied
     group = fix.group
     assert group is not None
     try:

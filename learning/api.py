@@ -6,7 +6,9 @@
 ``apply_learning_suggestions(query, candidates, suggestions, mode="promoted")``. Without
 ``status`` it lists every status, each suggestion carrying its own (rejected ones included,
 which the library never applies). A collection the desk does not know yet has no
-suggestions: 200 with ``registered: false``.
+suggestions: 200 with ``registered: false``. A name the reader may not see (another team's,
+one outside the key's scope: organisation.access) is 404 ``collection_not_allowed``, whether
+or not it exists, so names do not leak.
 
 Every answer carries an ``ETag`` (a hash of its content); a request whose
 ``If-None-Match`` holds it gets ``304 Not Modified`` without a body, so a fleet of
@@ -22,6 +24,7 @@ from typing import Any
 
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
+from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -29,6 +32,7 @@ from rest_framework.views import APIView
 from core.collection_names import COLLECTION_NAME_MAX_LENGTH
 from learning.models import SuggestionStatus
 from learning.selectors import export_suggestions
+from organisation.access import can_see
 from qualitylab.models import Collection
 from triage.intake.auth import HasReadScope
 
@@ -70,6 +74,7 @@ class SuggestionExportApi(APIView):
             200: SuggestionExportSerializer,
             304: OpenApiResponse(description="Not modified: If-None-Match holds the ETag."),
             400: OpenApiResponse(description='{"error": {"code", "message", "field"}}'),
+            404: OpenApiResponse(description="collection_not_allowed: not this reader's."),
         },
     )
     def get(self, request: Request) -> Response:
@@ -77,6 +82,11 @@ class SuggestionExportApi(APIView):
         query.is_valid(raise_exception=True)
         name = query.validated_data["collection"]
         status = query.validated_data.get("status") or None
+        if not can_see(request.user, name):
+            raise NotFound(
+                "No collection of this name is served to this key or person.",
+                code="collection_not_allowed",
+            )
         collection = Collection.objects.filter(name=name).first()
         suggestions = (
             export_suggestions(collection=collection, status=status or "")

@@ -1,4 +1,9 @@
-"""Reads of the learning review: the queue, one suggestion's evidence, history, export."""
+"""Reads of the learning review: the queue, one suggestion's evidence, history, export.
+
+What a page lists is filtered to the collections its reader sees (organisation.access): the
+queue, its counts, the decisions and the collections' policies. A suggestion's own evidence
+(attempts, failures, shadow cases) is of its collection, so finding the suggestion through
+``visible_suggestions`` is the one check its page needs."""
 
 from __future__ import annotations
 
@@ -15,6 +20,7 @@ from learning.models import (
     Suggestion,
     SuggestionStatus,
 )
+from organisation.access import visible_q
 from qualitylab.models import Collection
 
 ATTEMPTS_IN_QUEUE = 5
@@ -39,10 +45,15 @@ def _queue_rank() -> Case:
     )
 
 
-def suggestion_queue(*, filters: QueueFilters) -> QuerySet[Suggestion]:
+def visible_suggestions(*, user: Any) -> QuerySet[Suggestion]:
+    """The suggestions of the collections ``user`` sees (another team's: not found)."""
+    return Suggestion.objects.filter(visible_q(user, "collection__name"))
+
+
+def suggestion_queue(*, filters: QueueFilters, user: Any) -> QuerySet[Suggestion]:
     """Promotable first (what a reviewer can act on), then suggested, promoted, rejected;
     newest evidence first within each. Rejected suggestions stay listed."""
-    suggestions = Suggestion.objects.all()
+    suggestions = visible_suggestions(user=user)
     if filters.collection:
         suggestions = suggestions.filter(collection__name=filters.collection)
     if filters.type:
@@ -72,8 +83,8 @@ def suggestion_queue(*, filters: QueueFilters) -> QuerySet[Suggestion]:
     )
 
 
-def status_counts(*, collection: str = "") -> dict[str, int]:
-    suggestions = Suggestion.objects.all()
+def status_counts(*, user: Any, collection: str = "") -> dict[str, int]:
+    suggestions = visible_suggestions(user=user)
     if collection:
         suggestions = suggestions.filter(collection__name=collection)
     counts = dict(suggestions.values_list("status").annotate(n=Count("id")).order_by())
@@ -110,17 +121,20 @@ def suggestion_history(*, suggestion: Suggestion) -> list[Review]:
     return list(suggestion.reviews.select_related("actor").order_by("-created_at", "-id"))
 
 
-def recent_reviews(*, collection: str = "", limit: int = 30) -> list[Review]:
-    reviews = Review.objects.select_related("suggestion", "suggestion__collection", "actor")
+def recent_reviews(*, user: Any, collection: str = "", limit: int = 30) -> list[Review]:
+    reviews = Review.objects.filter(visible_q(user, "suggestion__collection__name")).select_related(
+        "suggestion", "suggestion__collection", "actor"
+    )
     if collection:
         reviews = reviews.filter(suggestion__collection__name=collection)
     return list(reviews.order_by("-created_at", "-id")[:limit])
 
 
-def learning_collections() -> list[Collection]:
-    """Collections with learning evidence or a non-default learning policy."""
+def learning_collections(*, user: Any) -> list[Collection]:
+    """The collections ``user`` sees, with their suggestions counted."""
     return list(
-        Collection.objects.annotate(
+        Collection.objects.filter(visible_q(user, "name"))
+        .annotate(
             suggestion_count=Count("suggestions", distinct=True),
             promotable_count=Count(
                 "suggestions",
@@ -132,7 +146,8 @@ def learning_collections() -> list[Collection]:
                 filter=Q(suggestions__status=SuggestionStatus.PROMOTED),
                 distinct=True,
             ),
-        ).order_by("name")
+        )
+        .order_by("name")
     )
 
 

@@ -50,6 +50,7 @@ from learning.models import (
     SuggestionAttempt,
     SuggestionStatus,
 )
+from organisation import audit
 from qualitylab.engine import Rerank
 from qualitylab.models import CaseResult, CaseRun, Collection, LearningMode
 
@@ -585,6 +586,19 @@ def _demote(
 def _review(
     row: Suggestion, *, decision: str, actor: Any, label: str, code: str, note: str, before: str
 ) -> Review:
+    if actor is not None:  # the collection's policy deciding is no person's action
+        audit.record(
+            actor,
+            "suggestion.reviewed",
+            f"suggestion {row.pk}",
+            collection=row.collection.name,
+            detail={
+                "decision": decision,
+                "reason_code": code,
+                "status_before": before,
+                "status_after": row.status,
+            },
+        )
     return Review.objects.create(
         suggestion=row,
         actor=actor,

@@ -1,7 +1,13 @@
-"""The learning review page, one suggestion's page, decisions and collection policies."""
+"""The learning review page, one suggestion's page, decisions and collection policies.
+
+Each page shows only the collections its reader sees (organisation.access). A suggestion or a
+collection of another team is not found (404, so ids and names do not leak); a decision or a
+policy change needs the permission on that suggestion's collection (403 when a person's role
+in the owning team lacks it)."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlencode
@@ -9,6 +15,7 @@ from urllib.parse import urlencode
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
+from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
@@ -24,10 +31,33 @@ from learning import selectors, services
 from learning.forms import ApproveForm, DemoteForm, PolicyForm, QueueFilterForm, RejectForm
 from learning.models import RejectionReason, Suggestion
 from organisation import roles
+from organisation.access import has_collection_perm, visible_q
 from qualitylab.models import Collection, LearningMode
 
 VIEW_SUGGESTIONS = "learning.view_suggestion"
 PAGE_SIZE = 25
+
+
+def _granted(request: HttpRequest, perm: str) -> Callable[[str], bool]:
+    """Whether the person may do ``perm`` on a collection's things, asked once a collection
+    (and never when no role of theirs has it at all)."""
+    if not request.user.has_perm(perm):
+        return lambda collection: False
+    return functools.cache(functools.partial(has_collection_perm, request.user, perm))
+
+
+def _suggestion(request: HttpRequest, suggestion_id: int, *, perm: str = "") -> Suggestion:
+    """The suggestion if its reader sees its collection (else 404) and, for an action, may do
+    ``perm`` there (else 403)."""
+    suggestion = get_object_or_404(
+        selectors.visible_suggestions(user=request.user).select_related(
+            "collection", "promoted_by"
+        ),
+        pk=suggestion_id,
+    )
+    if perm and not has_collection_perm(request.user, perm, suggestion.collection.name):
+        raise PermissionDenied
+    return suggestion
 
 
 def _decision_context(request: HttpRequest) -> dict[str, Any]:
@@ -47,12 +77,16 @@ def _decision_context(request: HttpRequest) -> dict[str, Any]:
 @login_required
 @permission_required(VIEW_SUGGESTIONS, raise_exception=True)
 def review_page(request: HttpRequest) -> HttpResponse:
-    collections = selectors.learning_collections()
+    user = request.user
+    collections = selectors.learning_collections(user=user)
     form = QueueFilterForm(request.GET or None, collections=[c.name for c in collections])
     filters = form.filters()
-    page = Paginator(selectors.suggestion_queue(filters=filters), PAGE_SIZE).get_page(
+    page = Paginator(selectors.suggestion_queue(filters=filters, user=user), PAGE_SIZE).get_page(
         form.page_number()
     )
+    may_review = _granted(request, roles.REVIEW_SUGGESTION)
+    for shown in page.object_list:
+        shown.reviewable = may_review(shown.collection.name)
     # Links keep the filters the form knows and accepted, nothing else from the address.
     kept = [
         (key, value)
@@ -68,17 +102,19 @@ def review_page(request: HttpRequest) -> HttpResponse:
         "page": page,
         "here": here,
         "page_query": urlencode([(key, value) for key, value in kept if key != "page"]),
-        "counts": selectors.status_counts(collection=filters.collection),
+        "counts": selectors.status_counts(user=user, collection=filters.collection),
     }
     status = 400 if form.errors else 200  # the page shows what it refused
     if is_partial(request):
         return push_url(render(request, "learning/review.html#queue", context, status=status), here)
+    may_change = _granted(request, roles.CHANGE_COLLECTION)
+    for collection in collections:
+        collection.policy_editable = may_change(collection.name)  # type: ignore[attr-defined]
     context.update(
         {
             "collections": collections,
-            "can_change_policy": request.user.has_perm(roles.CHANGE_COLLECTION),
             "modes": LearningMode.choices,
-            "reviews": selectors.recent_reviews(),
+            "reviews": selectors.recent_reviews(user=user),
         }
     )
     return render(request, "learning/review.html", context, status=status)
@@ -88,8 +124,9 @@ def review_page(request: HttpRequest) -> HttpResponse:
 @login_required
 @permission_required(VIEW_SUGGESTIONS, raise_exception=True)
 def suggestion_page(request: HttpRequest, suggestion_id: int) -> HttpResponse:
-    suggestion = get_object_or_404(
-        Suggestion.objects.select_related("collection", "promoted_by"), pk=suggestion_id
+    suggestion = _suggestion(request, suggestion_id)
+    suggestion.reviewable = _granted(request, roles.REVIEW_SUGGESTION)(  # type: ignore[attr-defined]
+        suggestion.collection.name
     )
     context = {
         **_decision_context(request),
@@ -107,7 +144,7 @@ def suggestion_page(request: HttpRequest, suggestion_id: int) -> HttpResponse:
 @login_required
 @permission_required(roles.REVIEW_SUGGESTION, raise_exception=True)
 def suggestion_approve_view(request: HttpRequest, suggestion_id: int) -> HttpResponse:
-    suggestion = get_object_or_404(Suggestion, pk=suggestion_id)
+    suggestion = _suggestion(request, suggestion_id, perm=roles.REVIEW_SUGGESTION)
     form = ApproveForm(request.POST)
     if not form.is_valid():
         messages.error(
@@ -131,7 +168,7 @@ def suggestion_approve_view(request: HttpRequest, suggestion_id: int) -> HttpRes
 @login_required
 @permission_required(roles.REVIEW_SUGGESTION, raise_exception=True)
 def suggestion_reject_view(request: HttpRequest, suggestion_id: int) -> HttpResponse:
-    suggestion = get_object_or_404(Suggestion, pk=suggestion_id)
+    suggestion = _suggestion(request, suggestion_id, perm=roles.REVIEW_SUGGESTION)
     form = RejectForm(request.POST)
     if not form.is_valid():
         messages.error(request, gettext("Rejecting needs a reason code and a note."))
@@ -190,7 +227,7 @@ def _undo_decision(
 ) -> HttpResponse:
     """Demote a promotion or reopen a rejection: both take a reason kept in the history and
     leave the suggestion in the status the gate gives it now."""
-    suggestion = get_object_or_404(Suggestion, pk=suggestion_id)
+    suggestion = _suggestion(request, suggestion_id, perm=roles.REVIEW_SUGGESTION)
     form = DemoteForm(request.POST)
     if not form.is_valid():
         messages.error(request, needs_reason)
@@ -213,7 +250,10 @@ def _undo_decision(
 @login_required
 @permission_required(roles.CHANGE_COLLECTION, raise_exception=True)
 def collection_policy_view(request: HttpRequest, name: str) -> HttpResponse:
-    collection = get_object_or_404(Collection, name=name)
+    visible = Collection.objects.filter(visible_q(request.user, "name"))
+    collection = get_object_or_404(visible, name=name)
+    if not has_collection_perm(request.user, roles.CHANGE_COLLECTION, collection.name):
+        raise PermissionDenied
     form = PolicyForm(request.POST)
     back = reverse("learning:home") + "#policies"
     if not form.is_valid():

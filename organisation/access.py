@@ -19,7 +19,6 @@ page that was one query stays one query.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings
@@ -165,12 +164,7 @@ def has_collection_perm(user: Any, perm: str, collection: str) -> bool:
 
 def global_perms(user: Any) -> set[str]:
     """The permissions of the roles a person holds outside teams (their Django groups)."""
-    backend_cache = getattr(user, "_global_perm_cache", None)
-    if backend_cache is None:
+    if getattr(user, "_global_perm_cache", None) is None:
         user.get_all_permissions()  # fills the caches (triage.language.PreferenceModelBackend)
-        backend_cache = getattr(user, "_global_perm_cache", set())
-    return set(backend_cache)
-
-
-def team_names(user: Any) -> Iterable[str]:
-    return Membership.objects.filter(person_id=user.pk).values_list("team__name", flat=True)
+    held: set[str] = getattr(user, "_global_perm_cache", None) or set()
+    return set(held)

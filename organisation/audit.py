@@ -7,6 +7,9 @@ rules. Retention never prunes these entries (docs/retention.md).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from django.utils.translation import gettext_lazy
@@ -33,11 +36,36 @@ ACTIONS: dict[str, Any] = {
     "group.reopened": gettext_lazy("group reopened"),
     "group.muted": gettext_lazy("group muted"),
     "group.unmuted": gettext_lazy("group unmuted"),
+    "group.action_undone": gettext_lazy("group action undone"),
+    "team.renamed": gettext_lazy("team renamed"),
     "suggestion.reviewed": gettext_lazy("suggestion reviewed"),
     "alert_rule.created": gettext_lazy("alert rule created"),
     "alert_rule.changed": gettext_lazy("alert rule changed"),
     "alert_rule.deleted": gettext_lazy("alert rule deleted"),
 }
+
+
+# The person whose request is being served (organisation.middleware sets it): what a change
+# made outside a service that names its actor (the Django admin's group edits) is credited to.
+_acting_person: ContextVar[Any] = ContextVar("acting_person", default=None)
+
+
+def acting_person() -> Any:
+    """The signed-in person of the request being served, or None (a command, a task)."""
+    person = _acting_person.get()
+    if person is None or not getattr(person, "is_authenticated", False):
+        return None
+    # request.user is a lazy object: hand on the account itself (a foreign key wants it).
+    return getattr(person, "_wrapped", person)
+
+
+@contextmanager
+def acting_as(person: Any) -> Iterator[None]:
+    token = _acting_person.set(person)
+    try:
+        yield
+    finally:
+        _acting_person.reset(token)
 
 
 def record(

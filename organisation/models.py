@@ -102,3 +102,44 @@ class ActivityEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.at:%Y-%m-%d %H:%M} {self.actor_name} {self.action} {self.subject}"
+
+
+class ProviderIdentity(models.Model):
+    """The identity provider's account a person signs in with (config/oidc.py): its issuer and
+    subject, which stay when the provider renames the person or changes their email."""
+
+    person = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="provider_identities"
+    )
+    issuer = models.CharField(max_length=300)
+    subject = models.CharField(max_length=255)
+    created_at = models.DateTimeField(default=timezone.now)
+    last_sign_in_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["issuer", "subject"], name="provider_identity_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.subject} at {self.issuer}"
+
+
+class BreakGlassAccount(models.Model):
+    """The one local account that may still sign in with a password while local passwords are
+    turned off (TRIAGE_LOCAL_LOGIN=0); `manage.py break_glass_admin` sets it."""
+
+    # One row at most: the slot is always 1 and unique.
+    slot = models.PositiveSmallIntegerField(default=1, unique=True, editable=False)
+    person = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="break_glass"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=models.Q(slot=1), name="break_glass_single_slot")
+        ]
+
+    def __str__(self) -> str:
+        return f"break glass: {self.person_id}"

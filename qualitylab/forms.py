@@ -16,6 +16,7 @@ from django.utils.translation import gettext, gettext_lazy
 from core.collection_names import COLLECTION_NAME_MAX_LENGTH
 from core.fields import validate_collection_name, validate_outbound_url
 from core.json_limits import JSONTooDeep, loads_bounded
+from organisation.access import visible_q
 from qualitylab import engine, services
 from qualitylab.models import CaseMode, Collection, QualityCase, Suite
 from triage.forms import MAX_ID, help_with_code
@@ -553,7 +554,8 @@ class ChoicesByTextField(forms.ModelMultipleChoiceField):
 
 
 class CaseFromGroupForm(CaseForm):
-    """A new case from a failure group: the person also picks the collection."""
+    """A new case from a failure group: the person also picks the collection, among those
+    they see (another team's is no choice)."""
 
     collection = ChoiceByTextField(
         label=gettext_lazy("Collection"),
@@ -564,9 +566,11 @@ class CaseFromGroupForm(CaseForm):
 
     field_order = ["collection", "case_id"]
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["collection"].queryset = Collection.objects.only("pk", "name")  # type: ignore[attr-defined]
+        self.fields["collection"].queryset = Collection.objects.filter(  # type: ignore[attr-defined]
+            visible_q(user, "name")
+        ).only("pk", "name")
 
 
 def _suite_case_label(case: QualityCase) -> str:

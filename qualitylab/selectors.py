@@ -1,4 +1,8 @@
-"""Reads of Quality Lab for the pages: collections, cases, suites, runs, results."""
+"""Reads of Quality Lab for the pages: collections, cases, suites, runs, results.
+
+The pages find collections, runs and results through the collections their reader sees
+(organisation.access, on the collection's name); what hangs off a collection found that way
+(its versions, cases, suites, runs, metrics) is its own and needs no second filter."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from django.db.models import Count, F, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 from django.utils.translation import gettext, gettext_noop, ngettext
 
+from organisation.access import visible_q
 from qualitylab.models import (
     BuildStatus,
     CaseMode,
@@ -70,14 +75,21 @@ class CollectionRow:
         )
 
 
-def collections_overview() -> list[CollectionRow]:
-    """Every collection with its current and newest version, case counts and last run."""
+def visible_collections(*, user: Any) -> QuerySet[Collection]:
+    """The collections ``user`` sees (another team's: not found)."""
+    return Collection.objects.filter(visible_q(user, "name"))
+
+
+def collections_overview(*, user: Any) -> list[CollectionRow]:
+    """Every collection ``user`` sees with its current and newest version, case counts and
+    last run."""
     newest_version = CollectionVersion.objects.filter(collection=OuterRef("pk")).order_by("-number")
     last_run = CaseRun.objects.filter(collection=OuterRef("pk"), status=RunStatus.DONE).order_by(
         "-created_at", "-pk"
     )
     collections = list(
-        Collection.objects.select_related("current_version")
+        visible_collections(user=user)
+        .select_related("current_version")
         .defer(*(f"current_version__{name}" for name in _VERSION_HEAVY))
         .annotate(
             case_total=Subquery(
@@ -315,9 +327,14 @@ def case_pass_rates(*, run_ids: list[int]) -> dict[int, float]:
 # --- runs ----------------------------------------------------------------------------------
 
 
-def run_for_page(*, run_id: int) -> CaseRun:
+def visible_runs(*, user: Any) -> QuerySet[CaseRun]:
+    return CaseRun.objects.filter(visible_q(user, "collection__name"))
+
+
+def run_for_page(*, run_id: int, user: Any) -> CaseRun:
     return (
-        CaseRun.objects.select_related("collection", "suite", "started_by", "version")
+        visible_runs(user=user)
+        .select_related("collection", "suite", "started_by", "version")
         .defer(*(f"version__{name}" for name in _VERSION_HEAVY))
         .get(pk=run_id)
     )
@@ -563,9 +580,10 @@ def run_elapsed_seconds(run: CaseRun) -> float | None:
     return max(0.0, (end - run.started_at).total_seconds())
 
 
-def result_for_page(*, result_id: int) -> CaseResult:
+def result_for_page(*, result_id: int, user: Any) -> CaseResult:
     return (
-        CaseResult.objects.select_related("case", "run", "run__collection")
+        CaseResult.objects.filter(visible_q(user, "run__collection__name"))
+        .select_related("case", "run", "run__collection")
         .defer(*(f"run__{name}" for name in ("case_ids", "metrics")))
         .annotate(failure_group_id=F("failure_record__group_id"))
         .get(pk=result_id)

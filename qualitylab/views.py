@@ -1,4 +1,10 @@
-"""Quality Lab pages: collections and their builds, cases and suites, runs and results."""
+"""Quality Lab pages: collections and their builds, cases and suites, runs and results.
+
+Every page finds its collection, run or result through the collections its reader sees
+(organisation.access): another team's is not found (404, so names and ids do not leak). An
+action also needs the permission on that collection (403 when the person's role in the owning
+team lacks it), and the buttons a page shows follow the same rule. A new collection takes a
+name the person's team owns (or any name while no team exists)."""
 
 from __future__ import annotations
 
@@ -8,6 +14,7 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
+from django.core.exceptions import PermissionDenied
 from django.db.models import Prefetch
 from django.http import (
     Http404,
@@ -25,6 +32,7 @@ from django.views.decorators.http import require_http_methods, require_POST, req
 from django_htmx.http import HttpResponseStopPolling
 
 from core.http import is_partial
+from organisation.access import can_see, has_collection_perm, visible_q
 from qualitylab import engine, selectors, services, uploads
 from qualitylab.forms import (
     CaseForm,
@@ -54,11 +62,34 @@ RUN = "qualitylab.run_quality_lab"
 _HEAVY_VERSION_FIELDS = ("current_version__spec_source", "current_version__artifact_compressed")
 
 
-def _collection(name: str) -> Collection:
-    return get_object_or_404(
-        Collection.objects.select_related("current_version").defer(*_HEAVY_VERSION_FIELDS),
+def _can(request: HttpRequest, perm: str, collection_name: str) -> bool:
+    """The person's role allows ``perm`` on this collection's things (no query when no role
+    of theirs has it at all)."""
+    user = request.user
+    return user.has_perm(perm) and has_collection_perm(user, perm, collection_name)
+
+
+def _collection(request: HttpRequest, name: str, perm: str = "") -> Collection:
+    """The collection if the person sees it (else 404) and, for an action, may do ``perm``
+    on it (else 403)."""
+    collection = get_object_or_404(
+        selectors.visible_collections(user=request.user)
+        .select_related("current_version")
+        .defer(*_HEAVY_VERSION_FIELDS),
         name=name,
     )
+    if perm and not has_collection_perm(request.user, perm, collection.name):
+        raise PermissionDenied
+    return collection
+
+
+def _run(request: HttpRequest, run_id: int, perm: str) -> CaseRun:
+    run = get_object_or_404(
+        selectors.visible_runs(user=request.user).select_related("collection"), pk=run_id
+    )
+    if not has_collection_perm(request.user, perm, run.collection.name):
+        raise PermissionDenied
+    return run
 
 
 def _back_to(collection: Collection, anchor: str = "") -> HttpResponseRedirect:
@@ -74,7 +105,7 @@ def _render_home(
 ) -> HttpResponse:
     can_add = request.user.has_perm(ADD_COLLECTION)
     context = {
-        "rows": selectors.collections_overview(),
+        "rows": selectors.collections_overview(user=request.user),
         "can_add": can_add,
         "form": (form or CollectionCreateForm()) if can_add else None,
     }
@@ -117,6 +148,14 @@ def collection_create(request: HttpRequest) -> HttpResponse:
 @csrf_protect
 def _collection_create(request: HttpRequest, limit: uploads.SpecUploadLimit) -> HttpResponse:
     form = CollectionCreateForm(request.POST, request.FILES, upload_refused=limit.refused)
+    if form.is_valid() and not _may_create(request, form.cleaned_data["name"]):
+        form.add_error(
+            "name",
+            gettext(
+                "No team of yours owns this name: choose one of your team's collections, or "
+                "ask an admin to give this name to your team."
+            ),
+        )
     if not form.is_valid():
         return _render_home(request, form, status=400)
     data = form.cleaned_data
@@ -148,11 +187,17 @@ def _collection_create(request: HttpRequest, limit: uploads.SpecUploadLimit) -> 
     return _back_to(collection)
 
 
+def _may_create(request: HttpRequest, name: str) -> bool:
+    """A new collection is the team's that owns its name: the person must see that name and
+    may add collections there (so nobody makes a collection they could not see)."""
+    return can_see(request.user, name) and has_collection_perm(request.user, ADD_COLLECTION, name)
+
+
 @require_safe
 @login_required
 @permission_required(VIEW_COLLECTION, raise_exception=True)
 def collection_page(request: HttpRequest, name: str) -> HttpResponse:
-    collection = _collection(name)
+    collection = _collection(request, name)
     versions = selectors.collection_versions(collection=collection)
     building = selectors.versions_in_progress(versions)
     gaps = selectors.configuration_gaps(collection=collection)
@@ -171,7 +216,7 @@ def collection_page(request: HttpRequest, name: str) -> HttpResponse:
         ),
         "issues": gaps + selectors.readiness_issues(version=collection.current_version),
         "gaps": gaps,
-        "can_change_collection": request.user.has_perm(CHANGE_COLLECTION),
+        "can_change_collection": _can(request, CHANGE_COLLECTION, collection.name),
     }
     if is_partial(request):
         content = render_to_string("qualitylab/collection.html#build", context, request=request)
@@ -181,7 +226,7 @@ def collection_page(request: HttpRequest, name: str) -> HttpResponse:
         if request.GET.get("first_build") and collection.current_version_id:
             response["HX-Refresh"] = "true"  # the run form and the cases need a built version
         return response
-    user = request.user
+    name = collection.name
     context.update(
         {
             "series": selectors.metric_history(collection=collection),
@@ -189,11 +234,11 @@ def collection_page(request: HttpRequest, name: str) -> HttpResponse:
             "cases": selectors.cases_with_last_result(collection=collection),
             "suites": selectors.suites_with_counts(collection=collection),
             "run_form": RunStartForm(collection=collection),
-            "can_run": user.has_perm(RUN),
-            "can_add_case": user.has_perm(ADD_CASE),
-            "can_change_case": user.has_perm(CHANGE_CASE),
-            "can_add_suite": user.has_perm(ADD_SUITE),
-            "can_change_suite": user.has_perm(CHANGE_SUITE),
+            "can_run": _can(request, RUN, name),
+            "can_add_case": _can(request, ADD_CASE, name),
+            "can_change_case": _can(request, CHANGE_CASE, name),
+            "can_add_suite": _can(request, ADD_SUITE, name),
+            "can_change_suite": _can(request, CHANGE_SUITE, name),
         }
     )
     return render(request, "qualitylab/collection.html", context)
@@ -203,7 +248,7 @@ def collection_page(request: HttpRequest, name: str) -> HttpResponse:
 @login_required
 @permission_required(CHANGE_COLLECTION, raise_exception=True)
 def collection_rebuild(request: HttpRequest, name: str) -> HttpResponse:
-    collection = _collection(name)
+    collection = _collection(request, name, CHANGE_COLLECTION)
     try:
         version = services.collection_rebuild(collection=collection, user=request.user)
     except (services.CollectionError, engine.SpecError, services.QueueUnavailable) as exc:
@@ -222,7 +267,7 @@ def collection_rebuild(request: HttpRequest, name: str) -> HttpResponse:
 @permission_required(CHANGE_COLLECTION, raise_exception=True)
 def collection_spec(request: HttpRequest, name: str) -> HttpResponse:
     """Upload a new spec: a new version; cases, runs and results stay with the collection."""
-    collection = _collection(name)
+    collection = _collection(request, name, CHANGE_COLLECTION)
     refusal = _spec_refused_unread(request) if request.method == "POST" else None
     if refusal is not None:
         form = SpecSourceForm()
@@ -274,7 +319,7 @@ def _collection_spec(
 @permission_required(CHANGE_COLLECTION, raise_exception=True)
 def collection_settings(request: HttpRequest, name: str) -> HttpResponse:
     """Base URL, allowed hosts, auth profile and whether mutating cases may run."""
-    collection = _collection(name)
+    collection = _collection(request, name, CHANGE_COLLECTION)
     form = CollectionSettingsForm(
         request.POST or None, initial=CollectionSettingsForm.initial_for(collection)
     )
@@ -316,7 +361,7 @@ def _case_saved(request: HttpRequest, case: QualityCase, *, created: bool) -> Ht
 @login_required
 @permission_required(ADD_CASE, raise_exception=True)
 def case_create(request: HttpRequest, name: str) -> HttpResponse:
-    collection = _collection(name)
+    collection = _collection(request, name, ADD_CASE)
     form = CaseForm(request.POST or None, collection=collection)
     if request.method == "POST" and form.is_valid():
         case = _save_case(form, collection=collection)
@@ -329,7 +374,7 @@ def case_create(request: HttpRequest, name: str) -> HttpResponse:
 @login_required
 @permission_required(CHANGE_CASE, raise_exception=True)
 def case_edit(request: HttpRequest, name: str, case_id: str) -> HttpResponse:
-    collection = _collection(name)
+    collection = _collection(request, name, CHANGE_CASE)
     case = get_object_or_404(collection.cases, case_id=case_id)
     form = CaseForm(
         request.POST or None,
@@ -383,7 +428,7 @@ def _render_case_form(
 @login_required
 @permission_required(CHANGE_CASE, raise_exception=True)
 def case_toggle_active(request: HttpRequest, name: str, case_id: str) -> HttpResponse:
-    collection = _collection(name)
+    collection = _collection(request, name, CHANGE_CASE)
     case = get_object_or_404(collection.cases, case_id=case_id)
     try:
         saved = services.case_save(
@@ -415,7 +460,9 @@ def case_toggle_active(request: HttpRequest, name: str, case_id: str) -> HttpRes
 @permission_required(CHANGE_CASE, raise_exception=True)
 def cases_import(request: HttpRequest, name: str) -> HttpResponse:
     """Import cases; when any is wrong, nothing is written and every error is listed."""
-    collection = _collection(name)
+    collection = _collection(request, name, ADD_CASE)
+    if not has_collection_perm(request.user, CHANGE_CASE, collection.name):
+        raise PermissionDenied
     form = CasesImportForm(request.POST or None, request.FILES or None)
     report = None
     if request.method == "POST" and form.is_valid():
@@ -439,7 +486,7 @@ def cases_import(request: HttpRequest, name: str) -> HttpResponse:
 @permission_required(VIEW_COLLECTION, raise_exception=True)
 def cases_export(request: HttpRequest, name: str) -> HttpResponse:
     """Every case of the collection in the documented schema, as a JSON file."""
-    collection = _collection(name)
+    collection = _collection(request, name)
     cases = [services.case_to_json(case) for case in collection.cases.order_by("case_id")]
     response = HttpResponse(
         json.dumps(cases, ensure_ascii=False, indent=2) + "\n",
@@ -456,8 +503,14 @@ def cases_export(request: HttpRequest, name: str) -> HttpResponse:
 @permission_required(ADD_CASE, raise_exception=True)
 def case_from_group(request: HttpRequest) -> HttpResponse:
     """A case that protects a failure group: prefilled from the group, linked when saved."""
-    group = _group_or_404(request.GET.get("group") or request.POST.get("group"))
-    form = CaseFromGroupForm(request.POST or None, initial=_prefill(group))
+    group = _group_or_404(request, request.GET.get("group") or request.POST.get("group"))
+    form = CaseFromGroupForm(request.POST or None, initial=_prefill(group), user=request.user)
+    if (
+        request.method == "POST"
+        and form.is_valid()
+        and not has_collection_perm(request.user, ADD_CASE, form.cleaned_data["collection"].name)
+    ):
+        form.add_error("collection", gettext("Your role may not add cases to this collection."))
     if request.method == "POST" and form.is_valid():
         collection = form.cleaned_data["collection"]
         case = _save_case(form, collection=collection, group=group)
@@ -481,10 +534,11 @@ def case_from_group(request: HttpRequest) -> HttpResponse:
     )
 
 
-def _group_or_404(raw: str | None) -> FailureGroup:
+def _group_or_404(request: HttpRequest, raw: str | None) -> FailureGroup:
     if not raw or not raw.isascii() or not raw.isdigit() or len(raw) > 18:
         raise Http404("Choose a failure group")
-    return get_object_or_404(FailureGroup, pk=int(raw))
+    groups = FailureGroup.objects.filter(visible_q(request.user, "collection"))
+    return get_object_or_404(groups, pk=int(raw))
 
 
 def _prefill(group: FailureGroup) -> dict[str, Any]:
@@ -517,7 +571,7 @@ def _prefill(group: FailureGroup) -> dict[str, Any]:
 @login_required
 @permission_required(ADD_SUITE, raise_exception=True)
 def suite_create(request: HttpRequest, name: str) -> HttpResponse:
-    collection = _collection(name)
+    collection = _collection(request, name, ADD_SUITE)
     form = SuiteForm(request.POST or None, collection=collection)
     return _suite_form(request, form, collection=collection, suite=None)
 
@@ -526,7 +580,7 @@ def suite_create(request: HttpRequest, name: str) -> HttpResponse:
 @login_required
 @permission_required(CHANGE_SUITE, raise_exception=True)
 def suite_edit(request: HttpRequest, name: str, suite_name: str) -> HttpResponse:
-    collection = _collection(name)
+    collection = _collection(request, name, CHANGE_SUITE)
     suite = get_object_or_404(
         collection.suites.prefetch_related(
             Prefetch("cases", queryset=QualityCase.objects.only("pk", "case_id"))
@@ -575,7 +629,7 @@ def _suite_form(
 @login_required
 @permission_required(RUN, raise_exception=True)
 def run_start(request: HttpRequest, name: str) -> HttpResponse:
-    collection = _collection(name)
+    collection = _collection(request, name, RUN)
     form = RunStartForm(request.POST, collection=collection)
     if not form.is_valid():
         errors = "; ".join(
@@ -604,13 +658,13 @@ def run_start(request: HttpRequest, name: str) -> HttpResponse:
 @permission_required(VIEW_RUN, raise_exception=True)
 def run_page(request: HttpRequest, run_id: int) -> HttpResponse:
     try:
-        run = selectors.run_for_page(run_id=run_id)
+        run = selectors.run_for_page(run_id=run_id, user=request.user)
     except CaseRun.DoesNotExist:
         raise Http404("No such run") from None
     context: dict[str, Any] = {
         "run": run,
         "elapsed": selectors.run_elapsed_seconds(run),
-        "can_run": request.user.has_perm(RUN),
+        "can_run": _can(request, RUN, run.collection.name),
     }
     if is_partial(request):
         content = render_to_string("qualitylab/run.html#progress", context, request=request)
@@ -641,7 +695,7 @@ def run_page(request: HttpRequest, run_id: int) -> HttpResponse:
 @login_required
 @permission_required(RUN, raise_exception=True)
 def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
-    run = get_object_or_404(CaseRun.objects.only("pk", "status"), pk=run_id)
+    run = _run(request, run_id, RUN)
     if run.is_finished:
         messages.error(
             request,
@@ -660,7 +714,7 @@ def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
 @login_required
 @permission_required(RUN, raise_exception=True)
 def run_rerun_failed(request: HttpRequest, run_id: int) -> HttpResponse:
-    run = get_object_or_404(CaseRun.objects.select_related("collection"), pk=run_id)
+    run = _run(request, run_id, RUN)
     try:
         rerun = services.run_rerun_failed(run=run, user=request.user)
     except (services.CollectionError, services.QueueUnavailable) as exc:
@@ -674,7 +728,7 @@ def run_rerun_failed(request: HttpRequest, run_id: int) -> HttpResponse:
 @permission_required(VIEW_RESULT, raise_exception=True)
 def result_page(request: HttpRequest, result_id: int) -> HttpResponse:
     try:
-        result = selectors.result_for_page(result_id=result_id)
+        result = selectors.result_for_page(result_id=result_id, user=request.user)
     except CaseResult.DoesNotExist:
         raise Http404("No such result") from None
     partial = is_partial(request)

@@ -22,6 +22,7 @@ from django.utils.translation import gettext_lazy as _
 
 from core.collection_names import COLLECTION_NAME_MAX_LENGTH
 from core.fields import clean_shown_link, validate_collection_name
+from organisation.models import Team
 from triage import timezones
 from triage.models import (
     RELEASE_VERSION_MAX_LENGTH,
@@ -593,7 +594,34 @@ class PolicyQueryForm(forms.Form):
         return search_text(self.cleaned_data.get("q") or "")
 
 
-class ApiKeyCreateForm(forms.Form):
+class ApiKeyScopeForm(forms.Form):
+    """What a key serves: collections named one per line, and/or a team's collections;
+    neither is every collection."""
+
+    collections = forms.CharField(
+        label=gettext_lazy("Collections"),
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2, "cols": 24}),
+        help_text=gettext_lazy("One per line; empty with no team: every collection."),
+    )
+    team = forms.ModelChoiceField(
+        label=gettext_lazy("Team"),
+        queryset=Team.objects.all(),
+        required=False,
+        empty_label=gettext_lazy("no team"),
+    )
+
+    def clean_collections(self) -> list[str]:
+        names = [line.strip() for line in self.cleaned_data["collections"].splitlines()]
+        names = sorted({name for name in names if name})
+        for name in names:
+            validate_collection_name(name)
+        return names
+
+
+class ApiKeyCreateForm(ApiKeyScopeForm):
+    field_order = ["name", "owner", "scopes", "expires_days", "collections", "team"]
+
     name = forms.SlugField(label=gettext_lazy("Name"), max_length=100)
     owner = forms.CharField(
         label=gettext_lazy("Owner"),

@@ -13,6 +13,7 @@ from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy
 
+from core.collection_names import COLLECTION_NAME_MAX_LENGTH
 from triage.vocabulary import taxonomy
 from triage.vocabulary.lanes import most_cautious_lane
 
@@ -46,6 +47,18 @@ class ApiKey(models.Model):
     expires_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
+    # What the key serves (organisation.access.key_q): the collections named here and those
+    # its team owns, now and later; neither means every collection. Ingest refuses an item
+    # for another collection (`collection_not_allowed`); reads show only these.
+    collections = models.JSONField(default=list, blank=True)
+    # PROTECT: deleting the team must not turn its keys into keys for every collection.
+    team = models.ForeignKey(
+        "organisation.Team",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="api_keys",
+    )
 
     class Meta:
         ordering = ["name"]
@@ -77,6 +90,27 @@ class ApiKey(models.Model):
 
     def has_scope(self, scope: str) -> bool:
         return scope in self.scopes
+
+
+class ApiKeyCollectionUse(models.Model):
+    """When a key last sent items for one collection: the key page's last use per
+    collection. Ingest writes it once per batch, at most once a minute per row."""
+
+    api_key = models.ForeignKey(ApiKey, on_delete=models.CASCADE, related_name="collection_uses")
+    # "" for items that name no collection.
+    collection = models.CharField(max_length=COLLECTION_NAME_MAX_LENGTH, blank=True)
+    last_used_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["collection"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["api_key", "collection"], name="api_key_collection_use_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.api_key_id} {self.collection}: {self.last_used_at:%Y-%m-%d %H:%M}"
 
 
 class ApiKeyQuotaWindow(models.Model):

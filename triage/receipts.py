@@ -49,7 +49,7 @@ from triage.models import (
     ReconciliationFinding,
     ToolPolicy,
 )
-from triage.selectors import awaiting_reconciliation
+from triage.selectors import awaiting_reconciliation, seen_by
 from triage.timezones import moment_text
 from triage.vocabulary.lanes import SUCCESS_RESULTS, most_cautious_lane
 
@@ -286,11 +286,15 @@ class ReconciliationQueue:
     recent: list[ReconciledRun]
 
 
-def recently_reconciled(*, limit: int = RECENT_RECONCILIATIONS) -> list[ReconciledRun]:
+def recently_reconciled(
+    *, limit: int = RECENT_RECONCILIATIONS, user: Any = None
+) -> list[ReconciledRun]:
     """The runs reconciled most recently, each by its current finding (the one nobody
     corrected), with every earlier finding of the run kept beneath it."""
     current = list(
-        Reconciliation.objects.filter(corrected_by__isnull=True)
+        Reconciliation.objects.filter(
+            seen_by(user, "receipt__collection"), corrected_by__isnull=True
+        )
         .select_related("actor", "receipt")
         .defer("receipt__extra")
         .order_by("-created_at", "-pk")[:limit]
@@ -310,13 +314,14 @@ def recently_reconciled(*, limit: int = RECENT_RECONCILIATIONS) -> list[Reconcil
 
 
 def reconciliation_queue(
-    *, now: datetime, policies: ToolPolicies | None = None
+    *, now: datetime, policies: ToolPolicies | None = None, user: Any = None
 ) -> ReconciliationQueue:
-    """Uncertain work, oldest first, and the reconciliations recorded most recently."""
+    """Uncertain work, oldest first, and the reconciliations recorded most recently (of the
+    collections ``user`` may see; None: all of them)."""
     policies = policies or tool_policies()
     receipts: list[Any]  # annotated with `occurred`
     receipts, total = _capped(
-        _receipt_rows(awaiting_reconciliation()).order_by("occurred", "pk"), LIST_LIMIT
+        _receipt_rows(awaiting_reconciliation(user=user)).order_by("occurred", "pk"), LIST_LIMIT
     )
     items = []
     for receipt in receipts:
@@ -326,7 +331,7 @@ def reconciliation_queue(
             lookup = lookup.replace("{key}", receipt.idempotency_key)
         waited = timesince(receipt.occurred, now, depth=1)
         items.append(QueueItem(receipt=receipt, lookup=lookup, waited=waited))
-    recent = recently_reconciled()
+    recent = recently_reconciled(user=user)
     reconciled = [run.receipt for run in recent]
     links = group_links(run_key(receipt) for receipt in [*receipts, *reconciled])
     _linked([*receipts, *reconciled], links)
@@ -357,7 +362,8 @@ class ContradictionRule:
     key: str
     title: StrOrPromise
     why: StrOrPromise  # why it matters, in one line
-    rows: Callable[[int], tuple[list[ContradictionRow], int]]
+    # (limit, user): the rows of the collections the user may see (None: all), and the total.
+    rows: Callable[[int, Any], tuple[list[ContradictionRow], int]]
     # The least cautious lane a run breaking this rule can have: the row's verdict is this
     # or the receipt's own lane, whichever restricts automation more.
     floor: str = "reconcile_first"
@@ -399,15 +405,17 @@ def receipts_not_started_but_called() -> QuerySet[Receipt]:
     )
 
 
-def conflicting_completions() -> QuerySet[Receipt, dict[str, Any]]:
-    """Rule (b): one idempotency key completed more than once for different targets or payloads.
+def conflicting_completions(*, user: Any = None) -> QuerySet[Receipt, dict[str, Any]]:
+    """Rule (b): one idempotency key completed more than once for different targets or payloads
+    (among the receipts of the collections ``user`` may see; None: all of them).
 
     Blank fingerprints and hashes are missing evidence, not a difference.
     """
     has_target = ~Q(target_fingerprint="")
     has_payload = ~Q(payload_hash="")
     return (
-        Receipt.objects.exclude(idempotency_key="")
+        Receipt.objects.filter(seen_by(user))
+        .exclude(idempotency_key="")
         .alias(result_lower=Lower("result"))
         .filter(_completed_like())
         .values("idempotency_key")
@@ -445,10 +453,13 @@ def retryable_while_policy_blocked() -> QuerySet[Receipt]:
     )
 
 
-def _not_started_rows(limit: int) -> tuple[list[ContradictionRow], int]:
+def _not_started_rows(limit: int, user: Any) -> tuple[list[ContradictionRow], int]:
     receipts: list[Any]  # annotated with `occurred` and `audit_id`
     receipts, total = _capped(
-        _receipt_rows(receipts_not_started_but_called()).order_by("-occurred", "-pk"), limit
+        _receipt_rows(receipts_not_started_but_called().filter(seen_by(user))).order_by(
+            "-occurred", "-pk"
+        ),
+        limit,
     )
     calls = AuditEvent.objects.in_bulk([receipt.audit_id for receipt in receipts])
     rows = []
@@ -470,8 +481,8 @@ def _not_started_rows(limit: int) -> tuple[list[ContradictionRow], int]:
     return rows, total
 
 
-def _conflicting_completion_rows(limit: int) -> tuple[list[ContradictionRow], int]:
-    groups, total = _capped(conflicting_completions(), limit)
+def _conflicting_completion_rows(limit: int, user: Any) -> tuple[list[ContradictionRow], int]:
+    groups, total = _capped(conflicting_completions(user=user), limit)
     rows = []
     for group in groups:
         differences = []
@@ -521,9 +532,12 @@ def _short(value: str) -> str:
     return value if len(value) <= 32 else f"{value[:18]}…{value[-8:]}"
 
 
-def _external_write_rows(limit: int) -> tuple[list[ContradictionRow], int]:
+def _external_write_rows(limit: int, user: Any) -> tuple[list[ContradictionRow], int]:
     receipts, total = _capped(
-        _receipt_rows(external_writes_without_key()).order_by("-occurred", "-pk"), limit
+        _receipt_rows(external_writes_without_key().filter(seen_by(user))).order_by(
+            "-occurred", "-pk"
+        ),
+        limit,
     )
     return [
         _row(
@@ -537,9 +551,12 @@ def _external_write_rows(limit: int) -> tuple[list[ContradictionRow], int]:
     ], total
 
 
-def _retryable_blocked_rows(limit: int) -> tuple[list[ContradictionRow], int]:
+def _retryable_blocked_rows(limit: int, user: Any) -> tuple[list[ContradictionRow], int]:
     receipts, total = _capped(
-        _receipt_rows(retryable_while_policy_blocked()).order_by("-occurred", "-pk"), limit
+        _receipt_rows(retryable_while_policy_blocked().filter(seen_by(user))).order_by(
+            "-occurred", "-pk"
+        ),
+        limit,
     )
     return [
         _row(
@@ -604,10 +621,10 @@ CONTRADICTION_RULES = (
 )
 
 
-def contradictions(*, limit: int = LIST_LIMIT) -> list[ContradictionFindings]:
+def contradictions(*, limit: int = LIST_LIMIT, user: Any = None) -> list[ContradictionFindings]:
     findings = []
     for rule in CONTRADICTION_RULES:
-        rows, total = rule.rows(limit)
+        rows, total = rule.rows(limit, user)
         for row in rows:
             row.verdict = most_cautious_lane(row.lane, rule.floor)
         findings.append(ContradictionFindings(rule=rule, rows=rows, total=total))
@@ -658,7 +675,7 @@ def _peak(times: list[datetime], window: timedelta) -> tuple[int, datetime, date
 
 
 def operations_over_budget(
-    *, now: datetime, policies: ToolPolicies | None = None
+    *, now: datetime, policies: ToolPolicies | None = None, user: Any = None
 ) -> RetryBudgetReport:
     """Operations with at least N failures within W seconds, N and W from the tool's policy.
 
@@ -671,7 +688,7 @@ def operations_over_budget(
     since = now - BUDGET_LOOKBACK
     operation = [F("collection"), F("tool"), F("idempotency_key"), F("operation_target")]
     failed = (
-        Receipt.objects.filter(received_at__gte=since)
+        Receipt.objects.filter(seen_by(user), received_at__gte=since)
         .exclude(idempotency_key="", target_fingerprint="")
         .alias(result_lower=Lower("result"))
         .exclude(_completed_like())
@@ -748,9 +765,11 @@ class PolicyBlocks:
     total: int
 
 
-def policy_blocks() -> PolicyBlocks:
+def policy_blocks(*, user: Any = None) -> PolicyBlocks:
     receipts, total = _capped(
-        _receipt_rows(Receipt.objects.filter(lane="policy_blocked")).order_by("-occurred", "-pk"),
+        _receipt_rows(Receipt.objects.filter(seen_by(user), lane="policy_blocked")).order_by(
+            "-occurred", "-pk"
+        ),
         LIST_LIMIT,
     )
     _linked(receipts, group_links(run_key(receipt) for receipt in receipts))
@@ -772,11 +791,12 @@ class ReceiptsOverview:
         return sum(findings.total for findings in self.contradictions)
 
 
-def receipts_overview(*, now: datetime) -> ReceiptsOverview:
+def receipts_overview(*, now: datetime, user: Any = None) -> ReceiptsOverview:
+    """The page's four lists, of the collections ``user`` may see (None: all of them)."""
     policies = tool_policies()
     return ReceiptsOverview(
-        queue=reconciliation_queue(now=now, policies=policies),
-        contradictions=contradictions(),
-        retry_budget=operations_over_budget(now=now, policies=policies),
-        policy_blocks=policy_blocks(),
+        queue=reconciliation_queue(now=now, policies=policies, user=user),
+        contradictions=contradictions(user=user),
+        retry_budget=operations_over_budget(now=now, policies=policies, user=user),
+        policy_blocks=policy_blocks(user=user),
     )

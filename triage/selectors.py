@@ -24,6 +24,8 @@ from django.utils import timezone
 from django.utils.translation import get_language, gettext, gettext_lazy
 
 from core.http import strong_etag
+from organisation.access import is_admin, visible_q
+from organisation.models import Team
 from triage.models import (
     UNCERTAIN_STATES,
     FailureGroup,
@@ -58,8 +60,15 @@ class FailureFilters(TypedDict, total=False):
     until: datetime
 
 
-def failures_list(*, filters: FailureFilters) -> QuerySet[FailureRecord]:
-    records = FailureRecord.objects.all()
+def seen_by(user: Any, field: str = "collection") -> Q:
+    """What ``user`` (a person or an API key's principal) may see, as a filter on ``field``
+    (organisation.access.visible_q: subqueries, no query of its own). ``None`` is the desk
+    reading for itself (alerts, tasks, commands): every collection."""
+    return Q() if user is None else visible_q(user, field)
+
+
+def failures_list(*, filters: FailureFilters, user: Any = None) -> QuerySet[FailureRecord]:
+    records = FailureRecord.objects.filter(seen_by(user))
     for name in ("collection", "stage", "reason", "tool", "lane", "execution_state", "source"):
         if name in filters:
             records = records.filter(**{name: filters[name]})
@@ -74,8 +83,8 @@ def failures_list(*, filters: FailureFilters) -> QuerySet[FailureRecord]:
     return records.order_by("-occurred_at", "-id")
 
 
-def groups_list(*, filters: FailureFilters) -> QuerySet[FailureGroup]:
-    groups = FailureGroup.objects.all()
+def groups_list(*, filters: FailureFilters, user: Any = None) -> QuerySet[FailureGroup]:
+    groups = FailureGroup.objects.filter(seen_by(user))
     for name in ("collection", "stage", "reason", "tool", "lane", "status"):
         if name in filters:
             groups = groups.filter(**{name: filters[name]})
@@ -89,19 +98,28 @@ def groups_list(*, filters: FailureFilters) -> QuerySet[FailureGroup]:
     return groups.order_by("-last_seen", "-id")
 
 
-def unmapped_reasons() -> list[dict[str, Any]]:
+def unmapped_reasons(*, user: Any = None) -> list[dict[str, Any]]:
     """Reasons the taxonomy does not know yet, with how often they were seen."""
     return list(
-        FailureGroup.objects.filter(reason_mapped=False)
+        FailureGroup.objects.filter(seen_by(user), reason_mapped=False)
         .values("stage", "reason")
         .annotate(groups=Count("id"))
         .order_by("stage", "reason")
     )
 
 
-def rejections_by_code() -> list[RejectionCount]:
+def desk_wide_seen_by(user: Any) -> Q:
+    """The desk-wide figures no collection carries (rejections per code, retention runs)
+    are admins', and everyone's while no team exists: a condition of their read, no query
+    of its own. ``None`` is the desk reading for itself."""
+    if user is None or is_admin(user):
+        return Q()
+    return ~Q(Exists(Team.objects.all()))
+
+
+def rejections_by_code(*, user: Any = None) -> list[RejectionCount]:
     """Rejected items per code, most frequent first, since the beginning."""
-    return list(RejectionCount.objects.filter(count__gt=0))
+    return list(RejectionCount.objects.filter(desk_wide_seen_by(user), count__gt=0))
 
 
 # --- the triage page ------------------------------------------------------------------------
@@ -312,9 +330,9 @@ class TriageOverview:
         return "hour" if self.spark_bins == self.spark_hours else "bin"
 
 
-def awaiting_reconciliation() -> QuerySet[Receipt]:
+def awaiting_reconciliation(*, user: Any = None) -> QuerySet[Receipt]:
     """Receipts whose outcome nobody knows yet: maybe done, maybe partly, maybe not at all."""
-    return Receipt.objects.filter(execution_state__in=UNCERTAIN_STATES).exclude(
+    return Receipt.objects.filter(seen_by(user), execution_state__in=UNCERTAIN_STATES).exclude(
         Exists(Reconciliation.objects.filter(receipt=OuterRef("pk")))
     )
 
@@ -343,13 +361,16 @@ def having_production_records(*, group: str = "pk") -> Exists:
     )
 
 
-def _triage_filter(filters: dict[str, str], *, via: str = "", by_facets: bool = True) -> Q:
+def _triage_filter(
+    filters: dict[str, str], *, via: str = "", by_facets: bool = True, user: Any = None
+) -> Q:
     """The triage page's filters as a condition on groups or, with `via="group__"`, on
     rows that belong to a group (buckets, daily rollups, facets), joined once.
     ``by_facets=False`` leaves out the filters read from the groups' facets (source,
     execution state, release): more groups, for a read whose rows are kept afterwards by
-    group, spared a second look through the facets."""
-    condition = Q()
+    group, spared a second look through the facets. The collections ``user`` may see are
+    one more condition of the same statement (see seen_by)."""
+    condition = seen_by(user, f"{via}collection")
     status = filters.get("status", "active")
     if status == "active":
         condition &= Q(**{f"{via}status__in": ["open", "acknowledged", "regressed"]})
@@ -545,14 +566,15 @@ _SUMS = "triage_window_sums"
 
 
 def _with_window_sums(
-    windows: list[tuple[datetime, datetime]], filters: dict[str, str], now: datetime
+    windows: list[tuple[datetime, datetime]], filters: dict[str, str], now: datetime, user: Any
 ) -> tuple[str, list[Any]] | None:
     """The ``WITH`` clause of a statement that reads records per group in each window
     (part 0, 1, ... in the order given), or None when no window has anything to read.
     Every window's pieces are summed over the groups the filters match, which are found
     once, in the first CTE (joining each piece to the groups made PostgreSQL read them
     once per piece and test the source filter once per bucket row), so the page's query
-    count stays the same however a window is cut."""
+    count stays the same however a window is cut. The collections ``user`` may see are a
+    condition of that first CTE: the team filter joins, it adds no statement."""
     pieces = [
         piece.sql(part=part)
         for part, (start, end) in enumerate(windows)
@@ -561,7 +583,7 @@ def _with_window_sums(
     if not pieces:
         return None
     matching = FailureGroup.objects.filter(
-        _triage_filter(filters)
+        _triage_filter(filters, user=user)
         & _seen_between(min(start for start, _ in windows), max(end for _, end in windows))
     ).values("pk")
     groups_sql, groups_params = matching.query.sql_with_params()
@@ -582,10 +604,10 @@ def _seen_between(start: datetime, end: datetime, *, via: str = "") -> Q:
 
 
 def _window_sums(
-    windows: list[tuple[datetime, datetime]], filters: dict[str, str], now: datetime
+    windows: list[tuple[datetime, datetime]], filters: dict[str, str], now: datetime, user: Any
 ) -> list[dict[int, int]]:
     """Records per group in each window, all in one statement (see _with_window_sums)."""
-    statement = _with_window_sums(windows, filters, now)
+    statement = _with_window_sums(windows, filters, now, user)
     if statement is None:
         return [{} for _ in windows]
     with_sums, params = statement
@@ -607,13 +629,15 @@ _SUMMARY_COLUMNS = (*GroupSummary._fields[:-3], "count", "retryable_count", "ass
 
 
 def _groups_in_window(
-    *, start: datetime, end: datetime, filters: dict[str, str], now: datetime
+    *, start: datetime, end: datetime, filters: dict[str, str], now: datetime, user: Any
 ) -> list[GroupRow]:
     """The groups the triage page shows, newest first, with their records in the window
     and in the window of the same length just before it: one statement, which reads every
     group's row only when it had records in the window (the counts and the group rows used
     to be two reads, each testing the filters on every matching group)."""
-    statement = _with_window_sums([(start, end), (start - (end - start), start)], filters, now)
+    statement = _with_window_sums(
+        [(start, end), (start - (end - start), start)], filters, now, user
+    )
     if statement is None:
         return []
     with_sums, params = statement
@@ -640,23 +664,34 @@ def _groups_in_window(
 
 
 def window_counts(
-    *, start: datetime, end: datetime, filters: dict[str, str], now: datetime | None = None
+    *,
+    start: datetime,
+    end: datetime,
+    filters: dict[str, str],
+    now: datetime | None = None,
+    user: Any = None,
 ) -> dict[int, int]:
-    """Records in the window per group, for the groups matching the filters that have any.
+    """Records in the window per group, for the groups matching the filters that have any
+    (of the collections ``user`` may see).
 
     This is the one definition of "the groups the triage page shows", used by the page
     and by bulk actions. It reads the counters, and the records only at the window's edges
     (see _WindowParts): exact to the record.
     """
-    return _window_sums([(start, end)], filters, now or timezone.now())[0]
+    return _window_sums([(start, end)], filters, now or timezone.now(), user)[0]
 
 
 def triage_groups_in_window(
-    *, start: datetime, end: datetime, filters: dict[str, str], now: datetime | None = None
+    *,
+    start: datetime,
+    end: datetime,
+    filters: dict[str, str],
+    now: datetime | None = None,
+    user: Any = None,
 ) -> QuerySet[FailureGroup]:
-    """The groups the triage page shows, as a queryset to act on."""
+    """The groups the triage page shows ``user``, as a queryset to act on."""
     return FailureGroup.objects.filter(
-        pk__in=list(window_counts(start=start, end=end, filters=filters, now=now))
+        pk__in=list(window_counts(start=start, end=end, filters=filters, now=now, user=user))
     )
 
 
@@ -766,12 +801,14 @@ _SORT_KEYS: dict[str, Callable[[Any], Any]] = {
 }
 
 
-def failed_between(*, filters: dict[str, str], start: datetime, end: datetime) -> bool:
+def failed_between(
+    *, filters: dict[str, str], start: datetime, end: datetime, user: Any = None
+) -> bool:
     """Whether any group these filters show had a record between start and end (its newest
     record's time; one indexed query, for the first screen's window)."""
     return (
         FailureGroup.objects.filter(
-            _triage_filter(filters), last_seen__gte=start, last_seen__lte=end
+            _triage_filter(filters, user=user), last_seen__gte=start, last_seen__lte=end
         )
         .order_by()
         .exists()
@@ -785,19 +822,23 @@ def triage_overview(
     filters: dict[str, str],
     sort: str = "stage",
     now: datetime | None = None,
+    user: Any = None,
 ) -> TriageOverview:
-    """Everything the triage page shows, in a fixed number of queries.
+    """Everything the triage page shows ``user``, in a fixed number of queries.
 
     Counts come from the hourly buckets and daily rollups kept by ingest, and from the
     records only in the pieces of hours at the window's edges, so the page costs about the
     same at a thousand records and at millions, and a "1h" window is the last 60 minutes
     to the record. Groups are read as plain rows, with their counts, in one statement;
     every read applies the filters through its join to the group, never as a list of
-    thousands of ids.
+    thousands of ids. The collections ``user`` may see are one more condition of each of
+    those reads, so the page's query count is the same with teams as without.
     """
     # Newest first in SQL; the stable sort by count below keeps that order among equals.
     groups = sorted(
-        _groups_in_window(start=start, end=end, filters=filters, now=now or timezone.now()),
+        _groups_in_window(
+            start=start, end=end, filters=filters, now=now or timezone.now(), user=user
+        ),
         key=lambda row: -row.window_count,
     )
     spark = _Spark.of(start, end)
@@ -821,7 +862,7 @@ def triage_overview(
         line_of_group[group.pk] = line
     # What is not on the page is skipped: with the 1h window the line spans the day, and
     # so also counts the reason's matching groups that were quiet in the last hour.
-    on_page = _triage_filter(filters, via="group__")
+    on_page = _triage_filter(filters, via="group__", user=user)
     last_bin = spark.bins - 1
     for stage, reason, index, count in spark.sums(on_page):
         line = by_key.get((stage, reason))
@@ -830,7 +871,7 @@ def triage_overview(
     # Execution states and sources in one read: the page's query count stays the same.
     # Of the groups on the page: the read may find more, which are passed over here.
     facets = FailureGroupFacet.objects.filter(
-        _triage_filter(filters, via="group__", by_facets=False),
+        _triage_filter(filters, via="group__", by_facets=False, user=user),
         _seen_between(start, end, via="group__"),
         dimension__in=("execution_state", "source"),
         count__gt=0,
@@ -849,7 +890,7 @@ def triage_overview(
     lines = _in_order(by_key.values(), sort)
     if sort != "stage":
         flat = StageSection("sorted", str(SORT_TITLES.get(sort, sort)), True, lines, flat=True)
-        return _overview([flat] if lines else [], groups, spark, sort=sort, start=start)
+        return _overview([flat] if lines else [], groups, spark, sort=sort, start=start, user=user)
     sections: dict[str, StageSection] = {}
     for line in lines:
         if line.stage not in sections:
@@ -858,7 +899,7 @@ def triage_overview(
                 line.stage, info.title if info else line.stage, info is not None, []
             )
         sections[line.stage].rows.append(line)
-    return _overview(list(sections.values()), groups, spark, sort=sort, start=start)
+    return _overview(list(sections.values()), groups, spark, sort=sort, start=start, user=user)
 
 
 def _overview(
@@ -868,6 +909,7 @@ def _overview(
     *,
     sort: str,
     start: datetime,
+    user: Any,
 ) -> TriageOverview:
     return TriageOverview(
         groups_by_count=groups,
@@ -878,7 +920,7 @@ def _overview(
         total=sum(row.window_count for row in groups),
         open_groups=sum(1 for row in groups if row.group.status in ("open", "regressed")),
         regressed_groups=sum(1 for row in groups if row.group.status == "regressed"),
-        uncertain_waiting=awaiting_reconciliation().count(),
+        uncertain_waiting=awaiting_reconciliation(user=user).count(),
         spark_bins=spark.bins,
         spark_hours=spark.hours,
         spark_daily=spark.daily,
@@ -982,10 +1024,10 @@ def collection_releases(*, collection: str, limit: int = 50) -> list[Release]:
     )
 
 
-def group_siblings(*, group: FailureGroup) -> list[FailureGroup]:
-    """The same stage and reason in other tools and collections."""
+def group_siblings(*, group: FailureGroup, user: Any = None) -> list[FailureGroup]:
+    """The same stage and reason in other tools and collections (that ``user`` may see)."""
     return list(
-        FailureGroup.objects.filter(stage=group.stage, reason=group.reason)
+        FailureGroup.objects.filter(seen_by(user), stage=group.stage, reason=group.reason)
         .exclude(pk=group.pk)
         .order_by("-last_seen")[:20]
     )
@@ -998,16 +1040,23 @@ def _related_to_group(group: FailureGroup, keys: list[str]) -> Q:
     return related
 
 
-def group_related_receipts(*, group: FailureGroup, keys: list[str]) -> list[Receipt]:
+def group_related_receipts(
+    *, group: FailureGroup, keys: list[str], user: Any = None
+) -> list[Receipt]:
+    """The group's tool's runs and the runs of its idempotency keys, which another
+    collection's runtime may reuse: of the collections ``user`` may see."""
     related = _related_to_group(group, keys)
-    return list(Receipt.objects.filter(related).order_by("-received_at")[:20])
+    return list(Receipt.objects.filter(related, seen_by(user)).order_by("-received_at")[:20])
 
 
-def group_waiting_receipts(*, group: FailureGroup, keys: list[str]) -> list[Receipt]:
+def group_waiting_receipts(
+    *, group: FailureGroup, keys: list[str], user: Any = None
+) -> list[Receipt]:
     """The group's runs whose outcome nobody has looked up yet (the receipts page's queue),
     oldest first: where a reconcile_first group's status lookup is recorded."""
     related = _related_to_group(group, keys)
-    return list(awaiting_reconciliation().filter(related).order_by("received_at")[:10])
+    waiting = awaiting_reconciliation(user=user).filter(related)
+    return list(waiting.order_by("received_at")[:10])
 
 
 @dataclass(frozen=True)

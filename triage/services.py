@@ -15,7 +15,9 @@ from django.utils.translation import gettext
 
 from core.collection_names import INVALID_COLLECTION_NAME, collection_name_problem
 from core.storable import EARLIEST_TIMESTAMP, identifier_problem
-from triage.intake.ingest import DESK_OWNER, owner_is_reserved
+from organisation import audit
+from organisation.models import Team
+from triage.intake.ingest import COLLECTION_NOT_ALLOWED, DESK_OWNER, owner_is_reserved
 from triage.models import (
     RELEASE_URL_MAX_LENGTH,
     RELEASE_VERSION_MAX_LENGTH,
@@ -50,10 +52,33 @@ class ApiKeyError(ValueError):
     pass
 
 
+def _key_scope(collections: Iterable[str]) -> list[str]:
+    """The collection names a key is scoped to, each checked by the one rule for names."""
+    names = sorted(set(collections))
+    for name in names:
+        if (problem := collection_name_problem(name)) is not None:
+            raise ApiKeyError(gettext("The collection name %(problem)s.") % {"problem": problem})
+    return names
+
+
+def _scope_detail(api_key: ApiKey) -> dict[str, Any]:
+    team = api_key.team.name if api_key.team_id is not None and api_key.team else None
+    return {"collections": list(api_key.collections), "team": team}
+
+
 def api_key_create(
-    *, name: str, scopes: list[str], owner: str = "", expires_days: int | None = None
+    *,
+    name: str,
+    scopes: list[str],
+    owner: str = "",
+    expires_days: int | None = None,
+    collections: Iterable[str] = (),
+    team: Team | None = None,
+    actor: Any = None,
 ) -> tuple[ApiKey, str]:
-    """Create a key and return it with its secret, which is shown once and never stored."""
+    """Create a key and return it with its secret, which is shown once and never stored.
+    ``collections`` and ``team`` scope it (organisation.access.key_q); neither: every
+    collection."""
     unknown = sorted(set(scopes) - set(ApiKeyScope.values))
     if unknown or not scopes:
         allowed = ", ".join(ApiKeyScope.values)
@@ -70,22 +95,55 @@ def api_key_create(
         raise ApiKeyError(gettext("An API key named %(name)r already exists.") % {"name": name})
     if expires_days is not None and expires_days < 1:
         raise ApiKeyError(gettext("expires_days must be at least 1."))
+    names = _key_scope(collections)
     full_key, lookup_id, secret_hash = ApiKey.new_key_material()
-    api_key = ApiKey.objects.create(
-        name=name,
-        owner=owner or name,
-        lookup_id=lookup_id,
-        secret_hash=secret_hash,
-        scopes=sorted(set(scopes)),
-        expires_at=timezone.now() + timedelta(days=expires_days) if expires_days else None,
-    )
+    with transaction.atomic():
+        api_key = ApiKey.objects.create(
+            name=name,
+            owner=owner or name,
+            lookup_id=lookup_id,
+            secret_hash=secret_hash,
+            scopes=sorted(set(scopes)),
+            expires_at=timezone.now() + timedelta(days=expires_days) if expires_days else None,
+            collections=names,
+            team=team,
+        )
+        audit.record(
+            actor or audit.acting_person(),
+            "key.created",
+            f"key {api_key.name}",
+            detail={"scopes": api_key.scopes, **_scope_detail(api_key)},
+        )
     return api_key, full_key
 
 
-def api_key_revoke(*, api_key: ApiKey) -> ApiKey:
+def api_key_scope_set(
+    *, api_key: ApiKey, collections: Iterable[str], team: Team | None, actor: Any = None
+) -> ApiKey:
+    """Change what a key serves; the change is audited with the scope before and after."""
+    names = _key_scope(collections)
+    before = _scope_detail(api_key)
+    with transaction.atomic():
+        api_key.collections = names
+        api_key.team = team
+        api_key.save(update_fields=["collections", "team"])
+        after = _scope_detail(api_key)
+        if after != before:
+            audit.record(
+                actor or audit.acting_person(),
+                "key.scope_changed",
+                f"key {api_key.name}",
+                detail={"before": before, "after": after},
+            )
+    return api_key
+
+
+def api_key_revoke(*, api_key: ApiKey, actor: Any = None) -> ApiKey:
     if api_key.revoked_at is None:
-        api_key.revoked_at = timezone.now()
-        api_key.save(update_fields=["revoked_at"])
+        with transaction.atomic():
+            api_key.revoked_at = timezone.now()
+            api_key.save(update_fields=["revoked_at"])
+            audit.record(actor or audit.acting_person(), "key.revoked", f"key {api_key.name}")
     return api_key
 
 
@@ -101,6 +159,15 @@ _STATUS_AFTER = {
     GroupAction.RESOLVE: GroupStatus.RESOLVED,
     GroupAction.MUTE: GroupStatus.MUTED,
     GroupAction.REOPEN: GroupStatus.OPEN,
+}
+# What the audit of people's actions calls each action a person is accountable for (a note
+# changes nothing; an undo is audited where it is applied).
+_AUDITED = {
+    GroupAction.ACKNOWLEDGE: "group.acknowledged",
+    GroupAction.ASSIGN: "group.assigned",
+    GroupAction.RESOLVE: "group.resolved",
+    GroupAction.MUTE: "group.muted",
+    GroupAction.REOPEN: "group.reopened",
 }
 # Fields an action may change; their values before a bulk action are kept for undo.
 _UNDO_FIELDS = ("status", "status_changed_at", "assignee_id", "muted_until", "mute_remaining_count",
@@ -173,6 +240,22 @@ def group_act(
                 group.resolved_in_release = ""
                 group.resolved_in_next_release = False
         group.save()
+        if action in _AUDITED:
+            audit.record(
+                actor,
+                _AUDITED[GroupAction(action)],
+                f"group {group.pk}",
+                collection=group.collection,
+                detail={
+                    "stage": group.stage,
+                    "reason": group.reason,
+                    "tool": group.tool,
+                    "status_before": before,
+                    "status_after": group.status,
+                    **data,
+                    **({"bulk_action": bulk_action.pk} if bulk_action is not None else {}),
+                },
+            )
         return GroupEvent.objects.create(
             group=group,
             actor=actor,
@@ -346,6 +429,18 @@ def bulk_action_undo(*, bulk: BulkAction, actor: Any) -> int:
                 status_after=group.status,
                 note=f"undo of bulk {bulk.action} #{bulk.pk}",
                 created_at=now,
+            )
+            audit.record(
+                actor,
+                "group.action_undone",
+                f"group {group.pk}",
+                collection=group.collection,
+                detail={
+                    "undone": bulk.action,
+                    "bulk_action": bulk.pk,
+                    "status_before": status_before,
+                    "status_after": group.status,
+                },
             )
             restored += 1
         bulk.undone_at = now
@@ -567,17 +662,24 @@ def release_declare(
     deployed_at: object,
     url: object = "",
     now: datetime | None = None,
+    served: frozenset[str] | None = None,
 ) -> tuple[Release, bool]:
     """Record that `version` of `collection` was deployed at `deployed_at`; returns the
     release and whether it is new. Declaring the same release again changes nothing; a
     declaration that says another time (or another url) for a known version is refused
-    (`release_conflict`): resolutions compare releases by their deployment times."""
+    (`release_conflict`): resolutions compare releases by their deployment times.
+    ``served``: the collections the declaring key serves (None: every one)."""
     now = now or timezone.now()
     if collection is None or collection == "":
         raise ReleaseError("missing_field", "collection", "collection is required.")
     if (problem := collection_name_problem(collection)) is not None:
         raise ReleaseError(INVALID_COLLECTION_NAME, "collection", f"collection {problem}.")
     assert isinstance(collection, str)
+    if served is not None and collection not in served:
+        # A scoped key declares releases of its own collections only, as it ingests them.
+        raise ReleaseError(
+            COLLECTION_NOT_ALLOWED, "collection", "this API key does not serve this collection."
+        )
     values = {
         "version": _release_version(version),
         "deployed_at": _release_deployed_at(deployed_at, now=now),

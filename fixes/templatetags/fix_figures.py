@@ -83,9 +83,13 @@ def fix_readings(fix: Fix) -> dict[str, Any]:
     return selectors.readings(fix)
 
 
-@register.simple_tag
-def runbook_tallies(*runbooks: Runbook | None) -> dict[int, selectors.Tally]:
-    return selectors.runbook_tallies([runbook.pk for runbook in runbooks if runbook is not None])
+@register.simple_tag(takes_context=True)
+def runbook_tallies(context: Any, *runbooks: Runbook | None) -> dict[int, selectors.Tally]:
+    # Counted over the fixes of the collections the page's reader sees.
+    return selectors.runbook_tallies(
+        [runbook.pk for runbook in runbooks if runbook is not None],
+        user=context["request"].user,
+    )
 
 
 @register.filter

@@ -159,6 +159,12 @@ def django_admin(superuser: str = OK) -> Outcomes:
     return outcomes
 
 
+def audit_api() -> Outcomes:
+    """The audit of people's actions: admins signed in; no API key, whatever its scopes."""
+    outcomes = {**api("read", readers=ADMINS), KEY_READ: E403, KEY_BOTH: E403}
+    return outcomes
+
+
 # --- the objects behind the URLs -------------------------------------------------------------
 
 
@@ -192,6 +198,21 @@ POLICY_POST = {
     "retry_budget_window_seconds": "300",
 }
 SIGN_IN_POST = {"username": "mtx-nobody-by-that-name", "password": "not-the-password"}
+
+
+def _team(world: World) -> dict[str, int]:
+    """A team with a member and a collection, made inside the test's transaction: a team in
+    the shared world would filter every other row's page (organisation.access)."""
+    from organisation.models import Membership, OwnedCollection, Team
+
+    team, _ = Team.objects.get_or_create(name="mtx-team")
+    member, _ = Membership.objects.get_or_create(
+        team=team,
+        person=get_user_model().objects.get(username="mtx-bystander"),
+        defaults={"role": "viewer"},
+    )
+    owned, _ = OwnedCollection.objects.get_or_create(team=team, collection="mtx-owned")
+    return {"team": team.pk, "membership": member.pk, "owned": owned.pk}
 
 
 def _build_world() -> World:
@@ -419,6 +440,13 @@ SITE: dict[str, Row] = {
     "login": Row(lambda w: "/accounts/login/", get=public(), post=public(),
                  body=lambda w: SIGN_IN_POST),
     "logout": Row(lambda w: "/accounts/logout/", post=public()),
+    # OpenID Connect sign-in (config/oidc.py): anyone while it is on (tests/oidc/); off here,
+    # where its two doors are 404. Its sign-out is the site's, reached by POST.
+    "oidc_authentication_init": Row(lambda w: "/oidc/authenticate/",
+                                    get=dict.fromkeys(PRINCIPALS, E404)),
+    "oidc_authentication_callback": Row(lambda w: "/oidc/callback/?code=mtx&state=mtx",
+                                        get=dict.fromkeys(PRINCIPALS, E404)),
+    "oidc_logout": Row(lambda w: "/oidc/logout/", post=public()),
     # The header's language switch: anyone (a signed-in person's choice is also stored).
     "set_language": Row(lambda w: "/i18n/setlang/", post=public(),
                         body=lambda w: {"language": "ko", "next": "/"}),
@@ -447,6 +475,7 @@ SITE: dict[str, Row] = {
     "api-contracts": Row(lambda w: "/api/v1/contracts", get=api("read", readers=READERS),
                          kind="api"),
     "api-fixes": Row(lambda w: "/api/v1/fixes", get=api("read", readers=READERS), kind="api"),
+    "api-audit": Row(lambda w: "/api/v1/audit", get=audit_api(), kind="api"),
     "learning-api:suggestions": Row(lambda w: "/api/v1/learning/suggestions?collection=bo-dev",
                                     get=api("read", readers=READERS), kind="api"),
     # Triage
@@ -478,6 +507,8 @@ SITE: dict[str, Row] = {
     "triage:apikey-create": Row(lambda w: "/ingestion/keys/new", post=page(ADMINS),
                                 body=lambda w: {"name": "mtx-new", "scopes": "ingest"}),
     "triage:apikey-revoke": Row(lambda w: f"/ingestion/keys/{w.key}/revoke", post=page(ADMINS)),
+    "triage:apikey-scope": Row(lambda w: f"/ingestion/keys/{w.key}/scope", post=page(ADMINS),
+                               body=lambda w: {"collections": "shop"}),
     "triage:preferences": Row(lambda w: "/preferences/", get=page(READERS), post=page(READERS),
                               body=lambda w: {"time_zone": "Asia/Seoul"}),
     "triage:policies": Row(lambda w: "/policies/", get=page(READERS)),
@@ -578,6 +609,29 @@ SITE: dict[str, Row] = {
                                       body=lambda w: {"reason": "the target is stable now"}),
     "learning:policy": Row(lambda w: "/learning/collections/shop/policy", post=page(OPERATORS),
                            body=lambda w: {"learning_mode": "shadow"}),
+    # Teams and the audit of people's actions: admins (the role outside teams) only.
+    "organisation:teams": Row(lambda w: "/organisation/teams/", get=page(ADMINS)),
+    "organisation:team-create": Row(lambda w: "/organisation/teams/new", post=page(ADMINS),
+                                    body=lambda w: {"name": "mtx-new-team"}),
+    "organisation:team": Row(lambda w: f"/organisation/teams/{_team(w)['team']}/",
+                             get=page(ADMINS)),
+    "organisation:team-rename": Row(lambda w: f"/organisation/teams/{_team(w)['team']}/rename",
+                                    post=page(ADMINS), body=lambda w: {"name": "mtx-renamed"}),
+    "organisation:team-delete": Row(lambda w: f"/organisation/teams/{_team(w)['team']}/delete",
+                                    post=page(ADMINS)),
+    "organisation:member-set": Row(lambda w: f"/organisation/teams/{_team(w)['team']}/members",
+                                   post=page(ADMINS),
+                                   body=lambda w: {"username": "mtx-no-role", "role": "viewer"}),
+    "organisation:member-remove": Row(
+        lambda w: "/organisation/teams/{team}/members/{membership}/remove".format(**_team(w)),
+        post=page(ADMINS)),
+    "organisation:collection-give": Row(
+        lambda w: f"/organisation/teams/{_team(w)['team']}/collections", post=page(ADMINS),
+        body=lambda w: {"collection": "mtx-given"}),
+    "organisation:collection-take": Row(
+        lambda w: "/organisation/teams/{team}/collections/{owned}/remove".format(**_team(w)),
+        post=page(ADMINS)),
+    "organisation:audit": Row(lambda w: "/organisation/audit/", get=page(ADMINS)),
 }  # fmt: skip
 
 # Django's admin, for superusers. Its own pages first, with what Django does for them.

@@ -24,6 +24,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.collection_names import collection_name_problem
+from organisation.access import can_see, key_collections
 from triage.api.serializers import (
     FailureFilterSerializer,
     FailureGroupSerializer,
@@ -78,7 +79,8 @@ class FailureListApi(_FilteredList):
     pagination_class = _NewestFirst
 
     def get_queryset(self) -> Any:
-        return failures_list(filters=self.filters())
+        # A read key reads its collections; a person, those of their teams.
+        return failures_list(filters=self.filters(), user=self.request.user)
 
 
 @extend_schema(parameters=[FailureFilterSerializer], summary="Failure groups with counters")
@@ -88,7 +90,7 @@ class GroupListApi(_FilteredList):
     pagination_class = _RecentlySeenFirst
 
     def get_queryset(self) -> Any:
-        return groups_list(filters=self.filters())
+        return groups_list(filters=self.filters(), user=self.request.user)
 
 
 # --- the taxonomy, for runtimes -------------------------------------------------------------
@@ -213,6 +215,10 @@ class ToolPoliciesApi(APIView):
             ),
             304: OpenApiResponse(description="Not modified: If-None-Match holds the ETag."),
             400: OpenApiResponse(description='{"error": {"code": "invalid_field", ...}}'),
+            404: OpenApiResponse(
+                description='{"error": {"code": "collection_not_allowed", ...}}: a key scoped '
+                "to other collections, or a person who does not see this one"
+            ),
         },
     )
     def get(self, request: Request) -> Response:
@@ -224,7 +230,18 @@ class ToolPoliciesApi(APIView):
             raise ValidationError(
                 {"collection": [f"The collection name {problem}."]}, code="invalid_field"
             )
+        _require_collection(request, collection)
         return _polled_answer(request, *tool_policy_document(collection=collection))
+
+
+def _require_collection(request: Request, collection: str) -> None:
+    """Refuse a collection the key does not serve (or the person does not see) as if it
+    did not exist (404, whether or not it does), so names do not leak; the code says why."""
+    if not can_see(request.user, collection):
+        raise NotFound(
+            "No collection of this name is served to this key or person.",
+            code="collection_not_allowed",
+        )
 
 
 class ReleaseConflict(APIException):
@@ -273,6 +290,7 @@ class ReleasesApi(APIView):
                 version=body.get("version"),
                 deployed_at=body.get("deployed_at"),
                 url=body.get("url"),
+                served=key_collections(request.auth),
             )
         except ReleaseError as exc:
             if exc.code == "release_conflict":

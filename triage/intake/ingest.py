@@ -29,6 +29,7 @@ from django.utils import timezone
 
 from core.sql import row_sources
 from core.storable import identifier_problem, may_hold_unstorable_text, storable_label
+from organisation.access import key_collections
 from triage.intake.envelope import EXTRA_KEY as ENVELOPE_KEY
 from triage.intake.envelope import envelope_contradictions, parse_envelope
 from triage.intake.normalize import (
@@ -46,6 +47,7 @@ from triage.intake.normalize import (
 from triage.intake.storable import storable_item
 from triage.models import (
     ApiKey,
+    ApiKeyCollectionUse,
     AuditEvent,
     FailureGroup,
     FailureGroupBucket,
@@ -85,6 +87,9 @@ _ECHOED_ID_CHARS = 64  # how much of an over-long id the answer and the ledger r
 DESK_OWNER = "quality_lab"
 DESK_CHANNEL = "quality_lab"
 DESK_SOURCES = frozenset({"quality_lab"})
+# The per-item code for an item whose collection the batch's API key does not serve
+# (ApiKey.collections and ApiKey.team): refused and recorded, the rest of the batch stored.
+COLLECTION_NOT_ALLOWED = "collection_not_allowed"
 
 
 def owner_is_reserved(owner: str) -> bool:
@@ -314,6 +319,32 @@ def _refuse_desk_claims(item: _Prepared, *, owner: str) -> _Prepared | _Rejected
     return item
 
 
+def item_collection(fields: Any) -> str:
+    """The collection name a parsed item is for ("" when it names none)."""
+    values = getattr(fields, "values", None)
+    if isinstance(values, dict):  # receipts and audit events
+        return str(values.get("collection") or "")
+    return str(getattr(fields, "collection", "") or "")
+
+
+def _refuse_unserved_collection(
+    item: _Prepared, *, served: frozenset[str]
+) -> _Prepared | _Rejected:
+    """Refuse an item for a collection the batch's scoped key does not serve; an item that
+    names no collection is refused too (it would land among the unowned collections)."""
+    collection = item_collection(item.fields)
+    if collection in served:
+        return item
+    message = (
+        "this API key serves named collections only: send the item's collection."
+        if not collection
+        else "this API key does not serve this collection; an admin sets its scope on the "
+        "ingestion page."
+    )
+    error = ItemError(COLLECTION_NOT_ALLOWED, "body.collection", message)
+    return _Rejected(item.index, item.item_type, item.client_id, error)
+
+
 def _prepare(index: int, item: Any, *, now: datetime) -> _Prepared | _Rejected:
     if not isinstance(item, dict):
         return _Rejected(index, "", "", ItemError("invalid_item", "", "item must be an object."))
@@ -421,11 +452,15 @@ def batch_ingest(
     ]
     seen_in_batch: dict[tuple[str, str], str] = {}
     duplicates_in_batch: list[_Prepared] = []
+    # What the key serves, read once a batch (None: every collection).
+    served = key_collections(api_key) if api_key is not None else None
     for position, item in enumerate(items):
         index = position if item_indexes is None else item_indexes[position]
         result = _prepare(index, item, now=now)
         if channel != DESK_CHANNEL and isinstance(result, _Prepared):
             result = _refuse_desk_claims(result, owner=owner)
+        if served is not None and isinstance(result, _Prepared):
+            result = _refuse_unserved_collection(result, served=served)
         if isinstance(result, _Rejected):
             rejected.append(result)
             continue
@@ -460,6 +495,7 @@ def batch_ingest(
         ApiKey.objects.filter(pk=api_key.pk).filter(
             Q(last_used_at__isnull=True) | Q(last_used_at__lt=now - timedelta(minutes=1))
         ).update(last_used_at=now)
+        _note_collection_use(api_key=api_key, items=prepared, now=now)
 
     merged = {id(item) for item in written.same_call}
     outcomes = [
@@ -479,6 +515,24 @@ def batch_ingest(
     ]
     outcomes.sort(key=lambda outcome: outcome.index)
     return BatchOutcome(batch_id=written.batch.pk, items=outcomes)
+
+
+def _note_collection_use(*, api_key: ApiKey, items: list[_Prepared], now: datetime) -> None:
+    """The key's last use per collection (the key page): one statement a batch, outside
+    its transaction, touching a row at most once a minute, as last_used_at above."""
+    collections = sorted({item_collection(item.fields) for item in items})
+    if not collections:
+        return
+    table = ApiKeyCollectionUse._meta.db_table
+    rows = [(api_key.pk, collection, now) for collection in collections]
+    with connection.cursor() as cursor:
+        for source, params in row_sources(("bigint", "text", "timestamptz"), rows):
+            cursor.execute(
+                f"INSERT INTO {table} (api_key_id, collection, last_used_at) {source} "
+                "ON CONFLICT (api_key_id, collection) DO UPDATE "
+                f"SET last_used_at = EXCLUDED.last_used_at WHERE {table}.last_used_at < %s",
+                [*params, now - timedelta(minutes=1)],
+            )
 
 
 @dataclass

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
@@ -12,7 +13,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
 from django.core.exceptions import ValidationError
 from django.forms.renderers import DjangoTemplates
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, QueryDict
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, QueryDict
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.utils import timezone
@@ -26,6 +27,7 @@ from django_htmx.http import push_url
 from core.drafts import draft_keep, draft_take, errors_in_words
 from core.http import is_partial
 from organisation import roles
+from organisation.access import can_see, has_collection_perm
 from triage import selectors
 from triage.badges import tool_badges
 from triage.forms import (
@@ -43,6 +45,7 @@ from triage.forms import (
     triage_back_query,
 )
 from triage.models import BulkAction, FailureGroup, GroupAction
+from triage.pages.visibility import require_collection_perm, visible_or_404
 from triage.services import (
     GroupActionError,
     bulk_action_undo,
@@ -67,12 +70,14 @@ RECENT_WINDOW_KEY = "1h"
 RECENT_WINDOW = timedelta(hours=1)
 
 
-def _first_screen_window(filters: dict[str, str], *, now: datetime) -> str:
+def _first_screen_window(filters: dict[str, str], *, now: datetime, user: Any) -> str:
     """The window of a triage view whose URL names none: the first screen is now, so the
     last 60 minutes when anything these filters show failed in them, else the last 24
     hours. The bulk bar judges its posted view the same way, so it acts on what was shown
     (and refuses, by the count, when the hour turned quiet in between)."""
-    recent = selectors.failed_between(filters=filters, start=now - RECENT_WINDOW, end=now)
+    recent = selectors.failed_between(
+        filters=filters, start=now - RECENT_WINDOW, end=now, user=user
+    )
     return RECENT_WINDOW_KEY if recent else str(TriageFilterForm.DEFAULTS["window"])
 
 
@@ -88,14 +93,19 @@ def triage_page(request: HttpRequest) -> HttpResponse:
     filters = form.filters()
     default_window = ""
     if "window" not in request.GET:
-        default_window = _first_screen_window(filters, now=now)
+        default_window = _first_screen_window(filters, now=now, user=request.user)
         if default_window != data["window"]:
             data["window"] = default_window
             form = TriageFilterForm(data, now=now)
     window = form.window_range(now=now)
     form.renderer = _WIDGETS
     overview = selectors.triage_overview(
-        start=window.start, end=window.end, filters=filters, sort=form.sort_order(), now=now
+        start=window.start,
+        end=window.end,
+        filters=filters,
+        sort=form.sort_order(),
+        now=now,
+        user=request.user,
     )
     # The shareable URL of this view: only the filters that are set (and valid). Without a
     # window it opens on the first screen's choice, then as now.
@@ -282,7 +292,9 @@ def _view_key(query: str) -> list[tuple[str, str]]:
 @login_required
 @permission_required("triage.view_failuregroup", raise_exception=True)
 def group_page(request: HttpRequest, group_id: int) -> HttpResponse:
-    group = get_object_or_404(FailureGroup.objects.select_related("assignee"), pk=group_id)
+    group = visible_or_404(
+        FailureGroup.objects.select_related("assignee"), user=request.user, pk=group_id
+    )
     form = GroupRecordsForm(request.GET)
     form.is_valid()
     before = form.cleaned_data.get("before")
@@ -307,13 +319,13 @@ def group_page(request: HttpRequest, group_id: int) -> HttpResponse:
         "page": page,
         "timeline": timeline,
         "timeline_start": timeline_start,
-        "siblings": selectors.group_siblings(group=group),
+        "siblings": selectors.group_siblings(group=group, user=request.user),
         "releases_seen": selectors.group_releases(group=group),
         "known_releases": selectors.collection_releases(collection=group.collection),
-        "receipts": selectors.group_related_receipts(group=group, keys=keys),
+        "receipts": selectors.group_related_receipts(group=group, keys=keys, user=request.user),
         # A reconcile_first group asks for a status lookup: the runs waiting for one.
         "waiting_receipts": (
-            selectors.group_waiting_receipts(group=group, keys=keys)
+            selectors.group_waiting_receipts(group=group, keys=keys, user=request.user)
             if group.lane == "reconcile_first"
             else []
         ),
@@ -329,7 +341,8 @@ def group_page(request: HttpRequest, group_id: int) -> HttpResponse:
         "runbook_history": selectors.runbook_history(
             reason=group.reason, tool=group.tool, collection=group.collection
         ),
-        "can_act": request.user.has_perm(roles.ACT_ON_GROUP),
+        # The person's role in the team that owns the group's collection.
+        "can_act": has_collection_perm(request.user, roles.ACT_ON_GROUP, group.collection),
         "query_form": form,
         "back": back,
         "back_url": f"{reverse('triage:home')}?{back}" if back else reverse("triage:home"),
@@ -387,10 +400,10 @@ def _last_group_action(request: HttpRequest, group: FailureGroup) -> BulkAction 
 @login_required
 @permission_required(roles.ACT_ON_GROUP, raise_exception=True)
 def group_act_view(request: HttpRequest, group_id: int) -> HttpResponse:
-    group = get_object_or_404(FailureGroup, pk=group_id)
+    group = _group_to_act_on(request, group_id)
     form = GroupActionForm(request.POST, user=request.user)
     back = posted_back(request.POST)
-    if form.is_valid():
+    if form.is_valid() and _assignee_sees(form, [group.collection]):
         data = form.cleaned_data
         action = GroupAction.ASSIGN if data["action"] == UNASSIGN else data["action"]
         options = {
@@ -428,7 +441,7 @@ def group_act_view(request: HttpRequest, group_id: int) -> HttpResponse:
 @permission_required(roles.ACT_ON_GROUP, raise_exception=True)
 def group_runbook_view(request: HttpRequest, group_id: int) -> HttpResponse:
     """Save the runbook link and note of the group's reason or tool."""
-    group = get_object_or_404(FailureGroup, pk=group_id)
+    group = _group_to_act_on(request, group_id)
     form = RunbookForm(request.POST)
     back = posted_back(request.POST)
     if form.is_valid() and form.cleaned_data["subject"] == "tool" and not group.tool:
@@ -462,9 +475,10 @@ def group_runbook_view(request: HttpRequest, group_id: int) -> HttpResponse:
 @permission_required(roles.ACT_ON_GROUP, raise_exception=True)
 def group_undo_view(request: HttpRequest, group_id: int, action_id: int) -> HttpResponse:
     """Undo one action on one group (kept like a bulk action of one group)."""
-    group = get_object_or_404(FailureGroup, pk=group_id)
+    group = _group_to_act_on(request, group_id)
     # Like a bulk undo, any operator may undo it (the button shows to the person who acted).
     action = get_object_or_404(BulkAction, pk=action_id, previous__has_key=str(group.pk))
+    _require_undoable(request, action)
     try:
         restored = bulk_action_undo(bulk=action, actor=request.user)
     except GroupActionError as exc:
@@ -510,13 +524,17 @@ def bulk_act_view(request: HttpRequest) -> HttpResponse:
         return HttpResponseRedirect(reverse("triage:home"))
     if "window" not in posted:
         posted = posted.copy()
-        posted["window"] = _first_screen_window(filter_form.filters(), now=now)
+        posted["window"] = _first_screen_window(filter_form.filters(), now=now, user=request.user)
         filter_form = TriageFilterForm(posted, now=now)
         filter_form.is_valid()
     window = filter_form.window_range(now=now)
     groups = list(
         selectors.triage_groups_in_window(
-            start=window.start, end=window.end, filters=filter_form.filters(), now=now
+            start=window.start,
+            end=window.end,
+            filters=filter_form.filters(),
+            now=now,
+            user=request.user,
         )
     )
     chosen = _chosen_rows(request.POST.getlist("rows"))
@@ -544,6 +562,15 @@ def bulk_act_view(request: HttpRequest) -> HttpResponse:
                 len(groups),
             )
             % {"shown": len(groups), "confirmed": data["confirm_count"]},
+        )
+        draft_keep(request, key=BULK_DRAFT, form=form)
+        return HttpResponseRedirect(back)
+    # Only groups the person sees were read; their role must allow acting in each one's team.
+    collections = {group.collection for group in groups}
+    require_collection_perm(request.user, roles.ACT_ON_GROUP, collections)
+    if not _assignee_sees(form, collections):
+        messages.error(
+            request, _("Nothing was changed. %(errors)s") % {"errors": errors_in_words(form)}
         )
         draft_keep(request, key=BULK_DRAFT, form=form)
         return HttpResponseRedirect(back)
@@ -576,6 +603,7 @@ def bulk_act_view(request: HttpRequest) -> HttpResponse:
 @permission_required(roles.ACT_ON_GROUP, raise_exception=True)
 def bulk_undo_view(request: HttpRequest, bulk_id: int) -> HttpResponse:
     bulk = get_object_or_404(BulkAction, pk=bulk_id)
+    _require_undoable(request, bulk)
     try:
         restored = bulk_action_undo(bulk=bulk, actor=request.user)
     except GroupActionError as exc:
@@ -599,6 +627,41 @@ def bulk_undo_view(request: HttpRequest, bulk_id: int) -> HttpResponse:
     view = request.session.pop(LAST_BULK_VIEW, bulk.query)  # the view it was applied from
     back = f"{reverse('triage:home')}?{view}" if view else reverse("triage:home")
     return HttpResponseRedirect(back)
+
+
+def _group_to_act_on(request: HttpRequest, group_id: int) -> FailureGroup:
+    """The group, if the person sees it (else 404) and their role in the team that owns its
+    collection lets them act on groups (else 403)."""
+    group = visible_or_404(FailureGroup.objects.all(), user=request.user, pk=group_id)
+    require_collection_perm(request.user, roles.ACT_ON_GROUP, [group.collection])
+    return group
+
+
+def _require_undoable(request: HttpRequest, bulk: BulkAction) -> None:
+    """An undo puts back every group the action changed: all of them must be groups the
+    person sees (else 404, like an action they cannot see) and may act on (else 403)."""
+    group_ids = [int(key) for key in bulk.previous if key.isdigit()]
+    groups = FailureGroup.objects.filter(pk__in=group_ids)
+    every = dict(groups.values_list("pk", "collection"))
+    seen = groups.filter(selectors.seen_by(request.user)).values_list("pk", flat=True)
+    if set(seen) != set(every):
+        raise Http404
+    require_collection_perm(request.user, roles.ACT_ON_GROUP, every.values())
+
+
+def _assignee_sees(form: GroupActionForm, collections: Iterable[str]) -> bool:
+    """Whether the person an assignment names sees every collection of the groups given to
+    them (always, for other actions); the form gets an error when not."""
+    if form.cleaned_data.get("action") != GroupAction.ASSIGN:
+        return True
+    assignee = form.cleaned_data.get("assignee")
+    if assignee is not None and not all(can_see(assignee, name) for name in set(collections)):
+        form.add_error(
+            "assignee",
+            gettext("%(person)s cannot see these groups' collection: assign someone of its team.")
+            % {"person": assignee.get_username()},
+        )
+    return form.is_valid()
 
 
 # A row's checkbox names its stage and reason ("execute/http_5xx"); a page has far fewer.

@@ -8,7 +8,7 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import render
 from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from django.utils.translation import gettext
@@ -19,6 +19,7 @@ from organisation import roles
 from triage import receipts
 from triage.forms import ReconcileForm
 from triage.models import Receipt, Reconciliation, ReconciliationFinding
+from triage.pages.visibility import require_collection_perm, visible_or_404
 from triage.services import ReconcileError, receipt_reconcile
 
 VIEW_RECEIPTS = "triage.view_receipt"
@@ -76,9 +77,14 @@ def _render(
     )
     if is_partial(request):
         return render(
-            request, QUEUE, {**context, "queue": receipts.reconciliation_queue(now=context["now"])}
+            request,
+            QUEUE,
+            {
+                **context,
+                "queue": receipts.reconciliation_queue(now=context["now"], user=request.user),
+            },
         )
-    overview = receipts.receipts_overview(now=context["now"])
+    overview = receipts.receipts_overview(now=context["now"], user=request.user)
     return render(request, PAGE, {**context, "overview": overview, "queue": overview.queue})
 
 
@@ -94,7 +100,10 @@ def receipts_page(request: HttpRequest) -> HttpResponse:
 @permission_required(roles.RECONCILE_RECEIPT, raise_exception=True)
 def receipt_reconcile_view(request: HttpRequest, receipt_id: int) -> HttpResponse:
     """Record a finding, or a correction of the run's current one, after a confirmation."""
-    receipt = get_object_or_404(Receipt, pk=receipt_id)
+    # Another team's run is no run at all (404); a run of a team whose role here is only
+    # to read is refused (403).
+    receipt = visible_or_404(Receipt.objects.all(), user=request.user, pk=receipt_id)
+    require_collection_perm(request.user, roles.RECONCILE_RECEIPT, [receipt.collection])
     form = ReconcileForm(request.POST)
     if not form.is_valid():
         corrects_raw = request.POST.get("corrects", "")

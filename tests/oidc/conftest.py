@@ -1,0 +1,3 @@
+from tests.oidc.fixtures import oidc_on, provider
+
+__all__ = ["oidc_on", "provider"]
