@@ -160,3 +160,22 @@ def test_a_teams_admin_role_does_not_grant_what_is_not_one_collections(teams: No
     assert not access.has_collection_perm(team_admin, MANAGE_API_KEYS, "alpha")
     assert access.has_collection_perm(team_admin, RUN_QUALITY_LAB, "alpha")
     assert person("ga", global_role="admin").has_perm(MANAGE_API_KEYS)
+
+
+def test_the_role_read_with_the_row_answers_as_the_query_does(teams: None) -> None:
+    people = [
+        person("o", global_role="viewer", A="operator", B="viewer"),
+        person("u", B="operator"),
+        person("n"),
+    ]
+    for unowned_team in ("", "B"):
+        with override_settings(TRIAGE_UNOWNED_COLLECTIONS_TEAM=unowned_team):
+            for user in people:
+                rows = ActivityEntry.objects.annotate(role=access.team_role_column(user))
+                for row in rows:
+                    for perm in (ACT_ON_GROUP, REVIEW_SUGGESTION):
+                        assert access.has_collection_perm(
+                            user, perm, row.collection, team_role=row.role
+                        ) == access.has_collection_perm(user, perm, row.collection), (
+                            user.username, unowned_team, row.collection, perm
+                        )  # fmt: skip

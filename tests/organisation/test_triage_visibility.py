@@ -566,3 +566,26 @@ def test_the_team_filter_is_part_of_the_window_statement(desk: SimpleNamespace) 
     window_statements = [q["sql"] for q in queries if "triage_matching_groups" in q["sql"]]
     assert len(window_statements) == 1
     assert "organisation_ownedcollection" in window_statements[0]
+
+
+def test_the_group_page_costs_the_same_queries_for_a_team_role_as_for_a_desk_role(
+    db: Any,
+) -> None:
+    """What a team role allows on the group is read with the group (team_role_column)."""
+    batch_ingest(owner="runtime", items=items_of(ALPHA))
+    group = FailureGroup.objects.filter(collection=ALPHA).first()
+    assert group is not None
+
+    def page_queries(client: Client) -> tuple[int, bool]:
+        client.get(f"/triage/groups/{group.pk}/")
+        with CaptureQueriesContext(connection) as queries:
+            response = client.get(f"/triage/groups/{group.pk}/")
+        return len(queries), response.context["can_act"]
+
+    desk_operator = signed_in(person("desk-op", global_role="operator"))
+    without_teams = page_queries(desk_operator)
+    team_operator = person("team-op", A="operator")
+    OwnedCollection.objects.create(collection=ALPHA, team=Team.objects.get(name="A"))
+    assert page_queries(signed_in(team_operator)) == without_teams == (without_teams[0], True)
+    team_viewer = person("team-viewer", A="viewer")
+    assert page_queries(signed_in(team_viewer))[1] is False

@@ -27,7 +27,7 @@ from django_htmx.http import push_url
 from core.drafts import draft_keep, draft_take, errors_in_words
 from core.http import is_partial
 from organisation import roles
-from organisation.access import can_see, has_collection_perm
+from organisation.access import can_see, has_collection_perm, team_role_column
 from triage import selectors
 from triage.badges import tool_badges
 from triage.forms import (
@@ -293,7 +293,11 @@ def _view_key(query: str) -> list[tuple[str, str]]:
 @permission_required("triage.view_failuregroup", raise_exception=True)
 def group_page(request: HttpRequest, group_id: int) -> HttpResponse:
     group = visible_or_404(
-        FailureGroup.objects.select_related("assignee"), user=request.user, pk=group_id
+        FailureGroup.objects.select_related("assignee").annotate(
+            viewer_team_role=team_role_column(request.user)
+        ),
+        user=request.user,
+        pk=group_id,
     )
     form = GroupRecordsForm(request.GET)
     form.is_valid()
@@ -342,7 +346,12 @@ def group_page(request: HttpRequest, group_id: int) -> HttpResponse:
             reason=group.reason, tool=group.tool, collection=group.collection
         ),
         # The person's role in the team that owns the group's collection.
-        "can_act": has_collection_perm(request.user, roles.ACT_ON_GROUP, group.collection),
+        "can_act": has_collection_perm(
+            request.user,
+            roles.ACT_ON_GROUP,
+            group.collection,
+            team_role=getattr(group, "viewer_team_role", None),
+        ),
         "query_form": form,
         "back": back,
         "back_url": f"{reverse('triage:home')}?{back}" if back else reverse("triage:home"),
