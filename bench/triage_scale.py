@@ -600,6 +600,7 @@ def clients(*, team: bool = False, admin: bool = False) -> tuple[Any, Any]:
     else:
         # The default shape measures a desk without teams (a --team run before it made some).
         if not admin:
+            ApiKey.objects.filter(name="scale-team-reader").delete()  # its team is PROTECTed
             Team.objects.filter(name__in=["scale", "scale-elsewhere"]).delete()
         role = "admin" if admin else "operator"
         user, _ = people.get_or_create(username=f"scale-{role}")
