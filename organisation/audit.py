@@ -35,7 +35,6 @@ ACTIONS: dict[str, Any] = {
     "group.resolved": gettext_lazy("group resolved"),
     "group.reopened": gettext_lazy("group reopened"),
     "group.muted": gettext_lazy("group muted"),
-    "group.unmuted": gettext_lazy("group unmuted"),
     "group.action_undone": gettext_lazy("group action undone"),
     "team.renamed": gettext_lazy("team renamed"),
     "suggestion.reviewed": gettext_lazy("suggestion reviewed"),
