@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from django.db.models import Count, Max, Q, Sum
+from django.db.models import Count, Max, Sum
 from django.urls import reverse
 from django.utils.http import urlencode
 from django.utils.translation import gettext, gettext_lazy, ngettext
@@ -33,7 +33,7 @@ from contracts.models import (
     Standing,
     ToolDay,
 )
-from organisation.access import visible_q
+from organisation.access import seen_by
 from triage.badges import ToolBadge, ToolKey
 from triage.models import FailureGroup, Receipt, Reconciliation, ToolPolicy
 from triage.receipts import group_links, run_key
@@ -342,11 +342,6 @@ def _filtered(queryset: Any, filters: ContractsFilters, prefix: str = "") -> Any
     return queryset
 
 
-def _seen(user: Any, field: str = "collection") -> Q:
-    """What ``user`` sees (organisation.access); everything without a reader."""
-    return Q() if user is None else visible_q(user, field)
-
-
 def contracts_overview(
     *,
     now: datetime,
@@ -362,7 +357,7 @@ def contracts_overview(
     tools: dict[ToolKey, ToolContract] = {}
     sums = {name: Sum(name) for name in ToolDay.COUNTERS}
     for row in (
-        ToolDay.objects.filter(_seen(user), day__gte=since.date())
+        ToolDay.objects.filter(seen_by(user), day__gte=since.date())
         .values("collection", "tool")
         .annotate(**sums)
     ):
@@ -381,7 +376,7 @@ def contracts_overview(
         }
         tools[tool.key] = tool
     for kind_row in (
-        ContractFinding.objects.filter(_seen(user), occurred_at__gte=since)
+        ContractFinding.objects.filter(seen_by(user), occurred_at__gte=since)
         .values("collection", "tool", "kind")
         .annotate(count=Count("pk"))
     ):
@@ -390,7 +385,7 @@ def contracts_overview(
         tool.findings[kind_row["kind"]] = kind_row["count"]
     for reconciled in (
         Reconciliation.objects.filter(
-            _seen(user, "receipt__collection"), created_at__gte=since, corrects__isnull=True
+            seen_by(user, "receipt__collection"), created_at__gte=since, corrects__isnull=True
         )
         .values("receipt__collection", "receipt__tool")
         .annotate(count=Count("pk"))
@@ -507,7 +502,7 @@ def findings_list(
 ) -> tuple[list[FindingRow], int]:
     since = _since(now, filters.days)
     queryset = _filtered(
-        ContractFinding.objects.filter(_seen(user), occurred_at__gte=since), filters
+        ContractFinding.objects.filter(seen_by(user), occurred_at__gte=since), filters
     )
     if kind:
         queryset = queryset.filter(kind=kind)

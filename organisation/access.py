@@ -106,6 +106,12 @@ def visible_q(user: Any, field: str = "collection") -> Q:
     return visible
 
 
+def seen_by(user: Any, field: str = "collection") -> Q:
+    """``visible_q``, where ``None`` is the desk reading for itself (alerts, tasks,
+    commands): every collection."""
+    return Q() if user is None else visible_q(user, field)
+
+
 def visible(queryset: QuerySet[Any], user: Any, field: str = "collection") -> QuerySet[Any]:
     return queryset.filter(visible_q(user, field))
 

@@ -24,7 +24,7 @@ from django.utils import timezone
 from django.utils.translation import get_language, gettext, gettext_lazy
 
 from core.http import strong_etag
-from organisation.access import is_admin, visible_q
+from organisation.access import is_admin, seen_by
 from organisation.models import Team
 from triage.models import (
     UNCERTAIN_STATES,
@@ -58,13 +58,6 @@ class FailureFilters(TypedDict, total=False):
     group: int
     since: datetime
     until: datetime
-
-
-def seen_by(user: Any, field: str = "collection") -> Q:
-    """What ``user`` (a person or an API key's principal) may see, as a filter on ``field``
-    (organisation.access.visible_q: subqueries, no query of its own). ``None`` is the desk
-    reading for itself (alerts, tasks, commands): every collection."""
-    return Q() if user is None else visible_q(user, field)
 
 
 def failures_list(*, filters: FailureFilters, user: Any = None) -> QuerySet[FailureRecord]:
