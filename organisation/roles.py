@@ -39,11 +39,33 @@ def user_roles(user: Any) -> list[str]:
         return []
     if user.is_superuser:
         return ["admin"]
-    # Read with the group permissions when a permission was checked first (one query).
-    names = getattr(user, "_group_names_cache", None)
+    names = _role_names(user, "_group_names_cache")
     if names is None:
         names = {group.name for group in user.groups.all()}
     return [role for role in ROLES if role in names]
+
+
+def _role_names(user: Any, cache: str) -> set[str] | None:
+    """The role names the desk's authentication backend read with the person's permissions
+    (triage.language.PreferenceModelBackend: roles held outside teams and in teams, one
+    query), reading them now if no permission was checked yet; None under another backend."""
+    if not hasattr(user, cache) and user.is_active:
+        user.get_group_permissions()
+    return getattr(user, cache, None)
+
+
+def team_only_roles(user: Any) -> list[str]:
+    """The roles ``user`` holds in teams and not outside them: each applies to the
+    collections of its team only. Read with the permissions (see _role_names)."""
+    if not user.is_authenticated or not hasattr(user, "groups") or user.is_superuser:
+        return []
+    names = _role_names(user, "_team_role_names_cache")
+    if names is None:
+        from organisation.models import Membership
+
+        names = set(Membership.objects.filter(person_id=user.pk).values_list("role", flat=True))
+    held = user_roles(user)
+    return [role for role in ROLES if role in names and role not in held]
 
 
 # What each role may do ("app_label.codename"). The migrations that create the groups hold

@@ -83,6 +83,7 @@ class PreferenceModelBackend(ModelBackend):
                 )
             )
             user_obj._group_names_cache = {name for name, held, _, _ in rows if held}
+            user_obj._team_role_names_cache = {name for name, held, _, _ in rows if not held}
             user_obj._global_perm_cache = {
                 f"{app}.{code}" for _, held, app, code in rows if code and held
             }

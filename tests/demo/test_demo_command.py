@@ -140,6 +140,7 @@ def test_the_demo_console_ends_with_the_addresses_and_logins(tmp_path: Path) -> 
 def test_the_demo_has_two_teams_whose_leads_see_only_their_own() -> None:
     from django.contrib.auth import get_user_model
 
+    from fixes import demo as fixes_demo
     from organisation import access
     from organisation.models import Membership
 
@@ -148,11 +149,10 @@ def test_the_demo_has_two_teams_whose_leads_see_only_their_own() -> None:
     people = get_user_model().objects
     lead = people.get(username="checkout-lead")
     assert {
-        name for name in ("shop", "shop-orders", "shop-members") if access.can_see(lead, name)
-    } == {
-        "shop",
-        "shop-orders",
-    }
+        name
+        for name in ("shop", "shop-orders", "shop-members", fixes_demo.COLLECTION)
+        if access.can_see(lead, name)
+    } == {"shop", "shop-orders", fixes_demo.COLLECTION}
     other = people.get(username="fulfilment-lead")
     assert access.can_see(other, "shop-logistics") and not access.can_see(other, "shop")
     viewer = people.get(username="viewer")

@@ -278,6 +278,21 @@ def test_the_audit_page_filters_by_day(client_as: Any) -> None:
     assert [entry.subject for entry, _ in response.context["rows"]] == ["long ago"]
 
 
+def test_the_audit_page_writes_details_as_people_read_them(client_as: Any) -> None:
+    ActivityEntry.objects.create(
+        action="key.created",
+        subject="key runtime",
+        detail={"scopes": ["ingest", "read"], "collections": [], "team": None, "limit": 3},
+    )
+    html = client_as("admin").get("/organisation/audit/", {"action": "key.created"})
+    text = html.content.decode()
+    assert "=ingest, read</span>" in text
+    assert "collections</span>=—" in text and "team</span>=—" in text
+    assert "limit</span>=3" in text
+    assert "[" not in text.split("<tbody>")[1].split("</tbody>")[0]
+    assert "None" not in text
+
+
 def test_a_bad_filter_is_a_400_that_says_so(client_as: Any) -> None:
     response = client_as("admin").get("/organisation/audit/", {"action": "nope", "since": "x"})
     assert response.status_code == 400

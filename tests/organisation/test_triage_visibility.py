@@ -589,3 +589,15 @@ def test_the_group_page_costs_the_same_queries_for_a_team_role_as_for_a_desk_rol
     assert page_queries(signed_in(team_operator)) == without_teams == (without_teams[0], True)
     team_viewer = person("team-viewer", A="viewer")
     assert page_queries(signed_in(team_viewer))[1] is False
+
+
+def test_the_header_names_a_role_held_in_teams_only_as_such(db: Any) -> None:
+    """A lead who is an operator of their team only reads "operator in teams", not "no
+    role"; a role held outside teams is named plainly, and never twice."""
+    lead = signed_in(person("lead", A="operator"))
+    header = lead.get("/").content.decode().split('<div class="who">')[1].split("</div>")[0]
+    assert "operator in teams" in header and "no role" not in header
+    both = signed_in(person("both", global_role="viewer", A="viewer", B="operator"))
+    header = both.get("/").content.decode().split('<div class="who">')[1].split("</div>")[0]
+    assert '<span class="muted">viewer, operator in teams</span>' in header
+    assert "viewer in teams" not in header

@@ -6,9 +6,9 @@ from typing import Any
 
 from django.http import HttpRequest
 from django.urls import NoReverseMatch, reverse
-from django.utils.translation import gettext_lazy
+from django.utils.translation import gettext, gettext_lazy
 
-from organisation.roles import ROLE_LABELS, user_roles
+from organisation.roles import ROLE_LABELS, team_only_roles, user_roles
 from triage.timezones import SERVER, abbreviation
 
 # (label, URL name). An entry whose page does not exist yet is left out, not shown dead.
@@ -38,6 +38,11 @@ def navigation(request: HttpRequest) -> dict[str, Any]:
             active = True
         items.append({"label": label, "url": url, "active": active})
     roles = [str(ROLE_LABELS[role]) for role in user_roles(request.user)]
+    # A role held in teams only applies to their collections, and the header says so.
+    roles += [
+        gettext("%(role)s in teams") % {"role": ROLE_LABELS[role]}
+        for role in team_only_roles(request.user)
+    ]
     return {"main_nav": items, "user_roles": roles}
 
 

@@ -25,6 +25,7 @@ from django.utils import timezone
 from triage_desk_client import Reporter
 
 from core import outbound
+from fixes import demo as fixes_demo
 from organisation.models import Membership, OwnedCollection, Team
 from organisation.roles import ensure_role_group
 from qualitylab import demo as quality_demo
@@ -47,10 +48,11 @@ DEMO_ROLE_USERS = {
 }
 # An operator who reads the pages in Korean (stored on their PersonPreference).
 DEMO_KOREAN_OPERATOR = ("operator-ko", "triage-demo-operator-ko")
-# Two teams and the collections each owns (docs/teams.md). The logins above belong to both,
-# with their role, so they see the whole demo; each team's lead sees only their team's.
+# Two teams and the collections each owns (docs/teams.md): every collection the demo sends
+# to, so that a team's lead sees it whole. The logins above belong to both, with their role,
+# so they see the whole demo; each team's lead sees only their team's.
 DEMO_TEAMS = {
-    "checkout": ("shop", "shop-orders", "billing-mcp"),
+    "checkout": ("shop", "shop-orders", "billing-mcp", fixes_demo.COLLECTION),
     "fulfilment": ("shop-members", "shop-logistics"),
 }
 DEMO_TEAM_LEADS = {
@@ -558,8 +560,6 @@ class Command(BaseCommand):
     def _load_fixes(self, base_url: str) -> None:
         """Two releases, a fix that held, one that did not (fixes.demo), and one verified by a
         Quality Lab run in the worker."""
-        from fixes import demo as fixes_demo
-
         if IngestItem.objects.filter(owner=fixes_demo.OWNER).exists():
             self.stdout.write("The fixes demo is already loaded; keeping it.")
             return
