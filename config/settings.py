@@ -149,6 +149,9 @@ else:
     _database.setdefault("OPTIONS", {})
     _database["OPTIONS"].setdefault("connect_timeout", env_int("DATABASE_CONNECT_TIMEOUT", 3))
 DATABASES = {"default": _database}
+# Indexes with included columns are PostgreSQL's; on SQLite they are indexes of their key
+# columns alone, which is what the embedded desk needs (triage.models.FailureRecord).
+SILENCED_SYSTEM_CHECKS = ["models.W040"]
 # A streaming replica of DATABASE_URL that signed-in people's pages read from, when it answers
 # and is at most TRIAGE_REPLICA_MAX_LAG_SECONDS behind (core/replica.py); everything else, and
 # every page when it is unset, reads the primary.

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from functools import cached_property
 from operator import attrgetter, itemgetter
@@ -42,7 +42,7 @@ from triage.models import (
     RunbookSubject,
     ToolPolicy,
 )
-from triage.timebins import day_ceil, day_floor, hour_floor
+from triage.timebins import day_floor, hour_floor
 from triage.vocabulary import taxonomy
 
 
@@ -426,35 +426,44 @@ class _Edge:
     sign: int
 
 
-def _records_to_read(start: datetime, end: datetime, now: datetime) -> timedelta:
+def _records_to_read(start: datetime, end: datetime, now: datetime | None) -> timedelta:
     """How much of the record timeline a piece covers: nothing is recorded after now
     (save a clock running ahead), so a piece in the future costs nothing to read."""
-    return max(timedelta(0), min(end, now) - start)
+    return max(timedelta(0), (end if now is None else min(end, now)) - start)
+
+
+# What reading one UTC day's rollups costs, in hours of hourly buckets: a day holds one
+# row per group with records that day, about as many rows as two to four busy hours hold
+# (at a million records a month, 2,655 groups a day against about 620 an hour).
+DAY_READ_HOURS = 3
 
 
 @dataclass(frozen=True)
 class _WindowParts:
-    """A window as whole hours plus exact edges. The hours are cut along UTC midnights:
-    whole days read the daily rollups, the partial days at either end the hourly buckets,
-    so a 30-day window reads about 30 rows per group instead of 720. A window that starts
-    or ends inside an hour (the last 60 minutes at 19:07 start at 18:07) counts that hour's
-    piece from the records: either the piece inside the window is added, or the bucket is
-    read whole and the piece outside it is taken away, whichever has fewer minutes of
-    records to read. So counts are exact to the record, and at most half an hour of
-    records is read at each edge."""
+    """A window as whole hours plus exact edges. A window that starts or ends inside an
+    hour (the last 60 minutes at 19:07 start at 18:07) counts that hour's piece from the
+    records: either the piece inside the window is added, or the bucket is read whole and
+    the piece outside it is taken away, whichever has fewer minutes of records to read. So
+    counts are exact to the record, and at most half an hour of records is read at each
+    edge.
+
+    The whole hours are cut along UTC midnights, and each day is read the cheaper way
+    (see _DayPart): a day the window covers whole from its daily rollups, a piece of a day
+    from its hourly buckets, or from the day's rollups less the hours outside the window
+    (a window of the last 24 hours at 08:00 is yesterday's rollups less its first 8 hours,
+    and today's so far). A 30-day window reads about 30 rows per group instead of 720."""
 
     first_hour: datetime
     end_hour: datetime
     edges: tuple[_Edge, ...] = ()
-    first_day: datetime | None = None
-    last_day: datetime | None = None
+    now: datetime | None = None
 
     @classmethod
     def of(cls, start: datetime, end: datetime, *, now: datetime) -> _WindowParts:
         floor_start, floor_end = hour_floor(start), hour_floor(end)
         if floor_start == floor_end and start != floor_start:
             # Inside one hour: the records alone.
-            return cls(floor_start, floor_start, (_Edge(start, end, 1),))
+            return cls(floor_start, floor_start, (_Edge(start, end, 1),), now)
         edges: list[_Edge] = []
         first_hour = floor_start
         if start != floor_start:
@@ -473,29 +482,67 @@ class _WindowParts:
             else:
                 end_hour = ceil_end
                 edges.append(_Edge(end, ceil_end, -1))
-        first_day, last_day = day_ceil(first_hour), day_floor(end_hour)
-        if last_day <= first_day:
-            return cls(first_hour, end_hour, tuple(edges))
-        return cls(first_hour, end_hour, tuple(edges), first_day, last_day)
+        return cls(first_hour, end_hour, tuple(edges), now)
+
+    def days(self) -> list[_DayPart]:
+        """The UTC days the whole hours touch, each with the part of it they cover."""
+        parts: list[_DayPart] = []
+        day = day_floor(self.first_hour)
+        while day < self.end_hour:
+            following = day + timedelta(days=1)
+            parts.append(_DayPart(day, max(day, self.first_hour), min(following, self.end_hour)))
+            day = following
+        return parts
 
     def pieces(self) -> list[_Piece]:
-        """What to read, each range on its own: the hourly ranges (one range is an
-        index-only scan; two joined by OR made PostgreSQL fetch every bucket row from the
-        table, 12 ms against 4 ms for a 7-day window at a million records), the whole days,
-        and each edge's records, signed. Each edge is one range of occurred_at, which either
-        index on the records answers by its range: edges joined by OR left the group index
-        only the group to seek, and once PostgreSQL underestimated the matching groups (200
-        for 2,605) it read every record of every group (150 ms of a 300 ms page)."""
+        """What to read, each range on its own: hourly ranges, daily ranges and each edge's
+        records, signed. One range is an index-only scan: two joined by OR made PostgreSQL
+        fetch every bucket row from the table (12 ms against 4 ms for a 7-day window at a
+        million records). Each edge is one range of occurred_at, which either index on the
+        records answers by its range: edges joined by OR left the group index only the
+        group to seek, and once PostgreSQL underestimated the matching groups (200 for
+        2,605) it read every record of every group (150 ms of a 300 ms page)."""
         pieces: list[_Piece] = []
-        if self.first_day is None or self.last_day is None:
-            if self.end_hour > self.first_hour:
-                pieces.append(_Piece(FailureGroupBucket, self.first_hour, self.end_hour))
-        else:
-            pieces.append(_Piece(FailureGroupBucket, self.first_hour, self.first_day))
-            pieces.append(_Piece(FailureGroupDay, self.first_day, self.last_day))
-            pieces.append(_Piece(FailureGroupBucket, self.last_day, self.end_hour))
+        for part in self.days():
+            pieces += part.pieces(self.now)
         pieces += [_Piece(FailureRecord, edge.start, edge.end, edge.sign) for edge in self.edges]
-        return [piece for piece in pieces if piece.end > piece.start]
+        merged: list[_Piece] = []
+        for piece in pieces:
+            if piece.end <= piece.start:
+                continue
+            last = merged[-1] if merged else None
+            if last and (last.model, last.sign, last.end) == (piece.model, piece.sign, piece.start):
+                merged[-1] = _Piece(piece.model, last.start, piece.end, piece.sign)
+            else:
+                merged.append(piece)
+        return merged
+
+
+@dataclass(frozen=True)
+class _DayPart:
+    """The hours [start, end) a window covers of the UTC day that begins at ``day``."""
+
+    day: datetime
+    start: datetime
+    end: datetime
+
+    def pieces(self, now: datetime | None) -> list[_Piece]:
+        """The day whole from its rollups, when the window covers it whole or when the hours
+        it leaves out of the day (those with records yet: none after now) cost fewer than
+        the hours it covers by DAY_READ_HOURS or more; else the covered hours' buckets."""
+        following = self.day + timedelta(days=1)
+        if (self.start, self.end) != (self.day, following):
+            covered = self.end - self.start
+            left_out = _records_to_read(self.day, self.start, now) + _records_to_read(
+                self.end, following, now
+            )
+            if left_out + timedelta(hours=DAY_READ_HOURS) > covered:
+                return [_Piece(FailureGroupBucket, self.start, self.end)]
+        return [
+            _Piece(FailureGroupBucket, self.day, self.start, -1),
+            _Piece(FailureGroupDay, self.day, following),
+            _Piece(FailureGroupBucket, self.end, following, -1),
+        ]
 
 
 @dataclass(frozen=True)
@@ -508,25 +555,37 @@ class _Piece:
     end: datetime
     sign: int = 1
 
-    def sql(self, *, part: int) -> tuple[str, list[Any]]:
-        """``SELECT part, group_id, total``, joined to the matching groups of the statement's
-        CTE. A join, not ``group_id IN (SELECT id FROM ...)``: for IN, PostgreSQL guesses the
-        CTE holds 200 distinct groups (it has no statistics of it), and for the edges then
-        seeks every group in the records' group index (8,400 buffers, 5 ms an edge at a
-        million records) rather than reading the edge's minutes by time (2 ms); a join is
-        planned with the CTE's own row estimate, which a narrow filter makes small."""
+    def sql(self, uses: list[tuple[int, int]]) -> tuple[str, list[Any]]:
+        """``SELECT part, group_id, total`` for each (part, sign) of ``uses``: the windows
+        that read this same range (the window before the page's shares its edges), which
+        read it once. The range is summed per group on its own, by time alone, and joined
+        to the matching groups once, after every piece (see _with_window_sums): summed
+        first, a day of hourly buckets is a few thousand rows to join instead of fifteen
+        thousand, and each piece is read by its time index whatever PostgreSQL guesses of
+        the matching groups (once it seeked every group in the records' group index, 5 ms
+        an edge at a million records, instead of reading the edge's minutes, 2 ms)."""
         quote = connection.ops.quote_name
         time_column = quote(self._column(_TIME_FIELDS[self.model]))
         group_column = quote(self._column("group"))
-        counted = "1" if self.model is FailureRecord else f"piece.{quote(self._column('count'))}"
-        sql = (
-            f"SELECT {int(part)} AS part, piece.{group_column} AS group_id, "
-            f"SUM({counted}) * {int(self.sign)} AS total "
-            f"FROM {quote(self.model._meta.db_table)} piece "
-            f"INNER JOIN {_MATCHING} ON {_MATCHING}.id = piece.{group_column} "
-            f"WHERE piece.{time_column} >= %s AND piece.{time_column} < %s "
-            f"GROUP BY piece.{group_column}"
+        counted = "1" if self.model is FailureRecord else quote(self._column("count"))
+        summed = (
+            f"(SELECT {group_column} AS group_id, SUM({counted}) AS total "
+            f"FROM {quote(self.model._meta.db_table)} "
+            f"WHERE {time_column} >= %s AND {time_column} < %s "
+            f"GROUP BY {group_column}) piece"
         )
+        if len(uses) == 1:
+            (part, sign), *_ = uses
+            sql = f"SELECT {int(part)} AS part, group_id, total * {int(sign)} AS total "
+            sql += f"FROM {summed}"
+        else:
+            rows = " UNION ALL ".join(
+                f"SELECT {int(part)} AS part, {int(sign)} AS sign" for part, sign in uses
+            )
+            sql = (
+                "SELECT uses.part, piece.group_id, piece.total * uses.sign AS total "
+                f"FROM {summed} CROSS JOIN ({rows}) uses"
+            )
         adapt = connection.ops.adapt_datetimefield_value
         return sql, [adapt(self.start), adapt(self.end)]
 
@@ -563,18 +622,19 @@ def _with_window_sums(
 ) -> tuple[str, list[Any]] | None:
     """The ``WITH`` clause of a statement that reads records per group in each window
     (part 0, 1, ... in the order given), or None when no window has anything to read.
-    Every window's pieces are summed over the groups the filters match, which are found
-    once, in the first CTE (joining each piece to the groups made PostgreSQL read them
+    Each range of the windows' pieces is read once and summed per group (see _Piece.sql),
+    and the sums are joined once to the groups the filters match, which are found once, in
+    the first CTE (joining the pieces to the groups themselves made PostgreSQL read them
     once per piece and test the source filter once per bucket row), so the page's query
     count stays the same however a window is cut. The collections ``user`` may see are a
     condition of that first CTE: the team filter joins, it adds no statement."""
-    pieces = [
-        piece.sql(part=part)
-        for part, (start, end) in enumerate(windows)
-        for piece in _WindowParts.of(start, end, now=now).pieces()
-    ]
-    if not pieces:
+    uses: dict[_Piece, list[tuple[int, int]]] = {}
+    for part, (start, end) in enumerate(windows):
+        for piece in _WindowParts.of(start, end, now=now).pieces():
+            uses.setdefault(replace(piece, sign=1), []).append((part, piece.sign))
+    if not uses:
         return None
+    pieces = [piece.sql(piece_uses) for piece, piece_uses in uses.items()]
     matching = FailureGroup.objects.filter(
         _triage_filter(filters, user=user)
         & _seen_between(min(start for start, _ in windows), max(end for _, end in windows))
@@ -583,7 +643,9 @@ def _with_window_sums(
     union = " UNION ALL ".join(sql for sql, _ in pieces)
     return (
         f"WITH {_MATCHING}(id) AS MATERIALIZED ({groups_sql}), "
-        f"{_SUMS}(part, group_id, total) AS ({union})",
+        f"{_SUMS}(part, group_id, total) AS (SELECT piece_sums.part, piece_sums.group_id, "
+        f"piece_sums.total FROM ({union}) piece_sums "
+        f"INNER JOIN {_MATCHING} ON {_MATCHING}.id = piece_sums.group_id)",
         [*groups_params, *(param for _, params in pieces for param in params)],
     )
 

@@ -6,7 +6,7 @@ runtime sent (a +05:30 timestamp floored in its own zone would start a bucket at
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 
 def hour_floor(moment: datetime) -> datetime:
@@ -15,9 +15,3 @@ def hour_floor(moment: datetime) -> datetime:
 
 def day_floor(moment: datetime) -> datetime:
     return moment.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
-
-
-def day_ceil(moment: datetime) -> datetime:
-    """The first UTC midnight at or after `moment`."""
-    floor = day_floor(moment)
-    return floor if floor == moment else floor + timedelta(days=1)

@@ -14,7 +14,7 @@ from rest_framework.test import APIClient
 
 from tests.factories import failure_item
 from tests.triage.test_triage_views import ingest
-from triage.models import FailureGroup, GroupStatus, PersonPreference
+from triage.models import FailureGroup, FailureRecord, GroupStatus, PersonPreference
 from triage.timezones import COOKIE, start_of_next_week
 
 pytestmark = pytest.mark.django_db
@@ -312,10 +312,83 @@ def test_each_edge_reads_the_shorter_piece_of_its_hour() -> None:
     assert parts.first_hour == late.replace(minute=0)
 
 
+def test_each_day_of_a_window_is_read_the_cheaper_way() -> None:
+    """A day covered whole reads its rollups; a piece of a day its hourly buckets, or the
+    day's rollups less the hours left out when those are fewer by DAY_READ_HOURS."""
+    from triage.models import FailureGroupBucket as Hours
+    from triage.models import FailureGroupDay as Days
+    from triage.selectors import _WindowParts
+
+    def read(start: datetime, end: datetime, now: datetime) -> list[tuple[str, int, int, int]]:
+        pieces = _WindowParts.of(start, end, now=now).pieces()
+        return [
+            (piece.model.__name__, piece.start.day * 100 + piece.start.hour,
+             piece.end.day * 100 + piece.end.hour, piece.sign)
+            for piece in pieces
+            if piece.model is not FailureRecord
+        ]  # fmt: skip
+
+    def at(day: int, hour: int) -> datetime:
+        return datetime(2026, 12, day, hour, tzinfo=UTC)
+
+    # The last 24 hours at 08:00: yesterday's rollups less its first 8 hours, and today's
+    # rollups (nothing after now to take away) instead of 24 hours of buckets.
+    assert read(at(4, 8), at(5, 8), now=at(5, 8)) == [
+        (Hours.__name__, 400, 408, -1),
+        (Days.__name__, 400, 600, 1),
+        (Hours.__name__, 508, 600, -1),
+    ]
+    # The same window seen from later (its end long past): today's left-out hours hold
+    # records now, so its 8 hours are read from the buckets.
+    assert read(at(4, 8), at(5, 8), now=at(5, 23))[-1] == (Hours.__name__, 500, 508, 1)
+    # A few hours of one day: buckets alone.
+    assert read(at(4, 2), at(4, 6), now=at(6, 0)) == [(Hours.__name__, 402, 406, 1)]
+    # Seven days from 05:00: the first day's 19 hours as its rollups less 5 hours, whole
+    # days as one range of rollups, the last day's 5 hours from its buckets.
+    assert read(at(1, 5), at(8, 5), now=at(9, 0)) == [
+        (Hours.__name__, 100, 105, -1),
+        (Days.__name__, 100, 800, 1),
+        (Hours.__name__, 800, 805, 1),
+    ]
+
+
+def test_windows_of_every_shape_count_exactly_what_they_hold(db: Any) -> None:
+    """Records on and around hour and day boundaries over four days, and windows that start
+    and end anywhere among them (inside an hour, across midnights, over whole days, with
+    now before or after their end): every count equals the records in the window."""
+    import random
+
+    from triage.intake.ingest import batch_ingest
+    from triage.selectors import window_counts
+    from triage.timebins import day_floor
+
+    rng = random.Random(20261206)
+    midnight = day_floor(timezone.now()) - timedelta(days=1)
+    moments = [midnight + timedelta(days=days) for days in (-3, -2, -1, 0, 1)]
+    moments += [midnight + timedelta(hours=h) for h in range(-72, 24, 5)]
+    moments += [midnight + timedelta(minutes=rng.uniform(-72 * 60, 24 * 60)) for _ in range(160)]
+    moments = [moment for moment in moments if moment < timezone.now()]
+    batch_ingest(
+        owner="runtime",
+        items=[
+            failure_item(occurred_at=moment.isoformat(), tool=f"tool{number % 3}")
+            for number, moment in enumerate(moments)
+        ],
+    )
+    for _ in range(40):
+        start = midnight + timedelta(minutes=rng.choice([0, 60, 90, rng.randint(-4000, 1400)]))
+        start -= timedelta(days=rng.randint(0, 2))
+        end = start + timedelta(minutes=rng.choice([30, 60, 24 * 60, rng.randint(1, 5000)]))
+        now = end + timedelta(minutes=rng.choice([0, 5, 600]))
+        expected: dict[int, int] = {}
+        for record in FailureRecord.objects.filter(occurred_at__gte=start, occurred_at__lt=end):
+            expected[record.group_id] = expected.get(record.group_id, 0) + 1
+        assert window_counts(start=start, end=end, filters={}, now=now) == expected, (start, end)
+
+
 def test_each_edge_is_read_by_its_own_range_of_the_records() -> None:
     """Edges joined by OR leave the records' group index only the group to seek; once
     PostgreSQL underestimates the matching groups, it reads every record of every group."""
-    from triage.models import FailureRecord
     from triage.selectors import _WindowParts
 
     now = datetime(2026, 12, 1, 19, 7, tzinfo=UTC)
@@ -323,7 +396,7 @@ def test_each_edge_is_read_by_its_own_range_of_the_records() -> None:
     record_pieces = [piece for piece in parts.pieces() if piece.model is FailureRecord]
     assert len(parts.edges) == 2 and len(record_pieces) == 2
     for piece in record_pieces:
-        sql, params = piece.sql(part=0)
+        sql, params = piece.sql([(0, 1)])
         assert " OR " not in sql and sql.count('"occurred_at" >= ') == 1
         assert sql.count('"occurred_at" < ') == 1 and len(params) == 2
 
