@@ -426,10 +426,10 @@ class _Edge:
     sign: int
 
 
-def _records_to_read(start: datetime, end: datetime, now: datetime | None) -> timedelta:
+def _records_to_read(start: datetime, end: datetime, now: datetime) -> timedelta:
     """How much of the record timeline a piece covers: nothing is recorded after now
     (save a clock running ahead), so a piece in the future costs nothing to read."""
-    return max(timedelta(0), (end if now is None else min(end, now)) - start)
+    return max(timedelta(0), min(end, now) - start)
 
 
 # What reading one UTC day's rollups costs, in hours of hourly buckets: a day holds one
@@ -455,15 +455,16 @@ class _WindowParts:
 
     first_hour: datetime
     end_hour: datetime
+    # Which side of a day costs less to read depends on what is recorded yet.
+    now: datetime
     edges: tuple[_Edge, ...] = ()
-    now: datetime | None = None
 
     @classmethod
     def of(cls, start: datetime, end: datetime, *, now: datetime) -> _WindowParts:
         floor_start, floor_end = hour_floor(start), hour_floor(end)
         if floor_start == floor_end and start != floor_start:
             # Inside one hour: the records alone.
-            return cls(floor_start, floor_start, (_Edge(start, end, 1),), now)
+            return cls(floor_start, floor_start, now, (_Edge(start, end, 1),))
         edges: list[_Edge] = []
         first_hour = floor_start
         if start != floor_start:
@@ -482,7 +483,7 @@ class _WindowParts:
             else:
                 end_hour = ceil_end
                 edges.append(_Edge(end, ceil_end, -1))
-        return cls(first_hour, end_hour, tuple(edges), now)
+        return cls(first_hour, end_hour, now, tuple(edges))
 
     def days(self) -> list[_DayPart]:
         """The UTC days the whole hours touch, each with the part of it they cover."""
@@ -526,7 +527,7 @@ class _DayPart:
     start: datetime
     end: datetime
 
-    def pieces(self, now: datetime | None) -> list[_Piece]:
+    def pieces(self, now: datetime) -> list[_Piece]:
         """The day whole from its rollups, when the window covers it whole or when the hours
         it leaves out of the day (those with records yet: none after now) cost fewer than
         the hours it covers by DAY_READ_HOURS or more; else the covered hours' buckets."""
@@ -548,7 +549,7 @@ class _DayPart:
 @dataclass(frozen=True)
 class _Piece:
     """One read of a window: a range of the hourly buckets, of the daily rollups or (at an
-    edge) of the records, summed per matching group and added (sign 1) or taken away (-1)."""
+    edge) of the records, summed per group and added (sign 1) or taken away (-1)."""
 
     model: type[FailureGroupBucket | FailureGroupDay | FailureRecord]
     start: datetime

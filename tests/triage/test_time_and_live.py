@@ -13,7 +13,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from tests.factories import failure_item
-from tests.triage.test_triage_views import ingest
+from tests.triage.test_triage_views import ingest, records_per_group
 from triage.models import FailureGroup, FailureRecord, GroupStatus, PersonPreference
 from triage.timezones import COOKIE, start_of_next_week
 
@@ -380,9 +380,7 @@ def test_windows_of_every_shape_count_exactly_what_they_hold(db: Any) -> None:
         start -= timedelta(days=rng.randint(0, 2))
         end = start + timedelta(minutes=rng.choice([30, 60, 24 * 60, rng.randint(1, 5000)]))
         now = end + timedelta(minutes=rng.choice([0, 5, 600]))
-        expected: dict[int, int] = {}
-        for record in FailureRecord.objects.filter(occurred_at__gte=start, occurred_at__lt=end):
-            expected[record.group_id] = expected.get(record.group_id, 0) + 1
+        expected = records_per_group(start, end)
         assert window_counts(start=start, end=end, filters={}, now=now) == expected, (start, end)
 
 
