@@ -30,3 +30,19 @@ def test_a_tool_in_several_collections_is_named_once_with_how_many() -> None:
     html = str(_group_names(groups, _row_texts()))
     several = '<span title="shop, eu, us">getDelivery \u00d73</span>'
     assert html == f'{several}, <span title="shop">a</span> +1 more'
+
+
+def test_a_group_address_is_the_one_reverse_writes_under_any_prefix() -> None:
+    """The rows write each group's address from one reverse() (group_url_writer)."""
+    from django.urls import clear_script_prefix, reverse, set_script_prefix
+
+    from triage.templatetags.desk import group_url_writer
+
+    try:
+        for prefix in ("/", "/desk/"):
+            set_script_prefix(prefix)
+            write = group_url_writer()
+            for pk in (1, 7, 10, 123456789, 2**62):
+                assert write(pk) == reverse("triage:group", args=[pk])
+    finally:
+        clear_script_prefix()

@@ -6,6 +6,7 @@ the presets include 09:00 tomorrow on the person's clock."""
 from __future__ import annotations
 
 import re
+import string
 import zoneinfo
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -17,7 +18,8 @@ import pytest
 from django.conf import settings
 from django.db import transaction
 from django.template import Context, Template
-from django.utils import timezone, translation
+from django.utils import dateformat, timezone, translation
+from django.utils.formats import get_format
 
 from alerts.models import Delivery
 from tests.factories import failure_item
@@ -26,7 +28,10 @@ from tests.triage.test_triage_views import ingest
 from triage.forms import mute_preset_end
 from triage.models import FailureGroup, GroupEvent, GroupStatus
 from triage.timezones import (
+    _SHORT_WEEKDAYS,
     COOKIE,
+    DESK_FORMAT_CHARACTERS,
+    MOMENT_FORMATS,
     local_span,
     moment_text,
     moment_title,
@@ -77,6 +82,36 @@ def test_a_moment_is_written_in_the_persons_zone_and_language(
 ) -> None:
     with translation.override(language), timezone.override(zone):
         assert moment_text(MOMENT, style) == text
+
+
+class _DjangosWay(dateformat.DateFormat):
+    """Django's date formatting as it is (its test of an ambiguous moment included), with the
+    desk's short weekday."""
+
+    def D(self) -> str:
+        return str(_SHORT_WEEKDAYS[self.data.weekday()])
+
+
+@pytest.mark.parametrize("language", [code for code, _name in settings.LANGUAGES])
+def test_a_moment_is_written_as_djangos_date_format_writes_it(language: str) -> None:
+    """moment_text cuts each format once and skips Django's test of an ambiguous moment,
+    which only the zone's format characters read: the desk's formats name none of them,
+    and every moment reads as Django writes it, across a change of daylight saving time
+    (Berlin's 02:00-03:00 of 25 October 2026 happens twice) and on a half-hour zone."""
+    with translation.override(language):
+        formats = {style: str(get_format(setting)) for style, setting in MOMENT_FORMATS.items()}
+    for style, format_string in formats.items():
+        characters = set(re.sub(r"\\.", "", format_string)) & set(string.ascii_letters)
+        assert characters <= DESK_FORMAT_CHARACTERS, (language, style)
+    berlin_fall_back = datetime(2026, 10, 24, 22, 0, tzinfo=UTC)
+    for zone in (zoneinfo.ZoneInfo("Europe/Berlin"), zoneinfo.ZoneInfo("Asia/Kolkata"), SEOUL):
+        for quarter in range(0, 6 * 4):
+            moment = berlin_fall_back + timedelta(minutes=15 * quarter, seconds=7)
+            with translation.override(language), timezone.override(zone):
+                local = timezone.localtime(moment)
+                for style, format_string in formats.items():
+                    expected = _DjangosWay(local).format(format_string)
+                    assert moment_text(moment, style) == expected, (zone, moment, style)
 
 
 def test_the_hover_says_the_full_date_time_and_zone() -> None:
