@@ -427,8 +427,15 @@ class FailureRecord(models.Model):
     # drop lock the groups, batches and events tables, against ingest and the pages. The
     # desk writes the links itself (ingest), groups are never deleted, and retention clears
     # what points at a pruned event or record; Django still applies PROTECT and SET_NULL.
+    # No index of its own either: record_group_time and record_group_release start with the
+    # group and serve every read by group; a third index on it only cost each ingested
+    # record an insert, and each statement on the records a plan per day's partition.
     group = models.ForeignKey(
-        FailureGroup, on_delete=models.PROTECT, related_name="records", db_constraint=False
+        FailureGroup,
+        on_delete=models.PROTECT,
+        related_name="records",
+        db_constraint=False,
+        db_index=False,
     )
     batch = models.ForeignKey(
         IngestBatch, null=True, on_delete=models.SET_NULL, related_name="+", db_constraint=False
