@@ -85,6 +85,22 @@ def test_the_pool_is_chosen_by_one_variable() -> None:
     assert wrong.returncode != 0 and "TRIAGE_POOL must be web or ingest" in wrong.stderr
 
 
+def test_a_worker_collects_young_garbage_less_often_and_keeps_its_startup_frozen() -> None:
+    """config.wsgi, as a gunicorn worker loads it: a young collection every 20,000
+    allocations, not Python's 700, and what startup loaded out of the full collections."""
+    clean = {k: v for k, v in os.environ.items() if k != "TRIAGE_POOL"}
+    probe = subprocess.run(
+        [sys.executable, "-c",
+         "import gc, config.wsgi; print(*gc.get_threshold(), gc.get_freeze_count())"],
+        cwd=ROOT, env={**clean, "DJANGO_DEBUG": "1"},
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert probe.returncode == 0, probe.stderr
+    young, middle, old, frozen = (int(value) for value in probe.stdout.split()[-4:])
+    assert (young, middle, old) == (20_000, 10, 10)
+    assert frozen > 10_000
+
+
 def _autogroup(pid: int | str) -> list[str]:
     """A process's autogroup as the kernel prints it (``/autogroup-12 nice 7``); the kernel
     prints nothing for a process in the root group (init's session: a CI runner started
