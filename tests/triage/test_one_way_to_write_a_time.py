@@ -88,6 +88,8 @@ class _DjangosWay(dateformat.DateFormat):
     """Django's date formatting as it is (its test of an ambiguous moment included), with the
     desk's short weekday."""
 
+    data: datetime
+
     def D(self) -> str:
         return str(_SHORT_WEEKDAYS[self.data.weekday()])
 
