@@ -147,7 +147,9 @@ class _DeskDateFormat(dateformat.DateFormat):
     (the group page's timeline titles each of its 336 hours): it skips Django's test of
     whether the moment is ambiguous in its zone, which only the zone's own format
     characters read, and which the desk's formats do not name (DESK_FORMAT_CHARACTERS; the
-    zone is written by abbreviation()). That test was two thirds of a moment's time."""
+    zone is written by abbreviation()). Skipping that test and cutting each format once
+    (_format_pieces) took a moment from about 32 to about 10 microseconds; the test alone
+    was about 7 of them."""
 
     data: datetime
 
