@@ -208,6 +208,9 @@ class ReasonRow:
     retry_safe_count: int = 0
     tool_counts: dict[str, int] = field(default_factory=dict, repr=False)
     lane_counts: dict[str, int] = field(default_factory=dict, repr=False)
+    # Per lane, in the order of its largest group: each tool's collections, a group each
+    # (what the retry verdict names, tallied here rather than in a second pass).
+    lane_tools: dict[str, dict[str, list[str]]] = field(default_factory=dict, repr=False)
     collection_names: set[str] = field(default_factory=set, repr=False)
     statuses: set[str] = field(default_factory=set, repr=False)
     assignee_names: set[str] = field(default_factory=set, repr=False)
@@ -223,11 +226,19 @@ class ReasonRow:
         self.previous_count += row.previous_count
         self.records += group.records
         self.retryable_records += group.retryable_records
-        tool = group.tool or gettext("(no tool)")
+        tool, lane = group.tool or gettext("(no tool)"), group.lane
         self.tool_counts[tool] = self.tool_counts.get(tool, 0) + count
-        self.lane_counts[group.lane] = self.lane_counts.get(group.lane, 0) + count
-        if group.lane == "retry_safe":
+        self.lane_counts[lane] = self.lane_counts.get(lane, 0) + count
+        if lane == "retry_safe":
             self.retry_safe_count += count
+        tools = self.lane_tools.get(lane)
+        if tools is None:
+            tools = self.lane_tools[lane] = {}
+        collections = tools.get(tool)
+        if collections is None:
+            tools[tool] = [group.collection or "-"]
+        else:
+            collections.append(group.collection or "-")
         self.collection_names.add(group.collection or gettext("(none)"))
         self.statuses.add(group.status)
         if group.assignee:
@@ -687,10 +698,11 @@ _SUMMARY_COLUMNS = (*GroupSummary._fields[:-3], "count", "retryable_count", "ass
 def _groups_in_window(
     *, start: datetime, end: datetime, filters: dict[str, str], now: datetime, user: Any
 ) -> list[GroupRow]:
-    """The groups the triage page shows, newest first, with their records in the window
-    and in the window of the same length just before it: one statement, which reads every
-    group's row only when it had records in the window (the counts and the group rows used
-    to be two reads, each testing the filters on every matching group)."""
+    """The groups the triage page shows, with their records in the window and in the
+    window of the same length just before it, most records in the window first and newest
+    first among equals (sorted by PostgreSQL, not in Python): one statement, which reads
+    every group's row only when it had records in the window (the counts and the group rows
+    used to be two reads, each testing the filters on every matching group)."""
     statement = _with_window_sums(
         [(start, end), (start - (end - start), start)], filters, now, user
     )
@@ -707,14 +719,17 @@ def _groups_in_window(
         f"SELECT group_id, CAST(SUM(CASE WHEN part = 0 THEN total ELSE 0 END) AS BIGINT) "
         f"AS current, CAST(SUM(CASE WHEN part = 1 THEN total ELSE 0 END) AS BIGINT) AS previous "
         f"FROM {_SUMS} GROUP BY group_id) counted ON counted.group_id = shown.pk "
-        f"WHERE counted.current > 0 ORDER BY shown.last_seen DESC, shown.pk DESC"
+        f"WHERE counted.current > 0 "
+        f"ORDER BY counted.current DESC, shown.last_seen DESC, shown.pk DESC"
     )
     with connections[groups.db].cursor() as cursor:  # the page's database (core.replica)
         cursor.execute(sql, [*params, *groups_params])
         rows = cursor.fetchall()
     width = len(_SUMMARY_COLUMNS)
+    # PostgreSQL's cursor gives aware timestamps, each row as it is; SQLite's need reading.
+    summary = GroupSummary._make if rows and _aware(rows[0][_FIRST_SEEN]) else _summary
     return [
-        GroupRow(_summary(values[:width]), values[width], max(0, values[width + 1]))
+        GroupRow(summary(values[:width]), values[width], max(0, values[width + 1]))
         for values in rows
     ]
 
@@ -808,10 +823,13 @@ def _moment(value: datetime | str) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
+def _aware(value: Any) -> bool:
+    return isinstance(value, datetime) and value.tzinfo is not None
+
+
 def _summary(values: tuple[Any, ...]) -> GroupSummary:
     summary = GroupSummary._make(values)
-    first_seen = values[_FIRST_SEEN]
-    if isinstance(first_seen, datetime) and first_seen.tzinfo is not None:
+    if _aware(values[_FIRST_SEEN]):
         return summary
     return summary._replace(
         first_seen=_moment(summary.first_seen),
@@ -890,21 +908,21 @@ def triage_overview(
     thousands of ids. The collections ``user`` may see are one more condition of each of
     those reads, so the page's query count is the same with teams as without.
     """
-    # Newest first in SQL; the stable sort by count below keeps that order among equals.
-    groups = sorted(
-        _groups_in_window(
-            start=start, end=end, filters=filters, now=now or timezone.now(), user=user
-        ),
-        key=lambda row: -row.window_count,
+    # Largest first, newest first among equals (sorted in SQL).
+    groups = _groups_in_window(
+        start=start, end=end, filters=filters, now=now or timezone.now(), user=user
     )
     spark = _Spark.of(start, end)
     by_key: dict[tuple[str, str], ReasonRow] = {}
     line_of_group: dict[int, ReasonRow] = {}
+    # What the page's summary line counts, tallied in the same pass over the groups.
+    tally = _Tally()
     for row in groups:
         group = row.group
-        line = by_key.get((group.stage, group.reason))
+        key = (group.stage, group.reason)
+        line = by_key.get(key)
         if line is None:
-            line = by_key[(group.stage, group.reason)] = ReasonRow(
+            line = by_key[key] = ReasonRow(
                 group.stage,
                 group.reason,
                 taxonomy.reason_info(group.reason),
@@ -916,6 +934,11 @@ def triage_overview(
         if group.first_seen >= start:
             line.new_groups += 1
         line_of_group[group.pk] = line
+        tally.total += row.window_count
+        if group.status in _OPEN:
+            tally.open_groups += 1
+            if group.status == "regressed":
+                tally.regressed_groups += 1
     # What is not on the page is skipped: with the 1h window the line spans the day, and
     # so also counts the reason's matching groups that were quiet in the last hour.
     on_page = _triage_filter(filters, via="group__", user=user)
@@ -946,7 +969,9 @@ def triage_overview(
     lines = _in_order(by_key.values(), sort)
     if sort != "stage":
         flat = StageSection("sorted", str(SORT_TITLES.get(sort, sort)), True, lines, flat=True)
-        return _overview([flat] if lines else [], groups, spark, sort=sort, start=start, user=user)
+        return _overview(
+            [flat] if lines else [], groups, tally, spark, sort=sort, start=start, user=user
+        )
     sections: dict[str, StageSection] = {}
     for line in lines:
         if line.stage not in sections:
@@ -955,12 +980,26 @@ def triage_overview(
                 line.stage, info.title if info else line.stage, info is not None, []
             )
         sections[line.stage].rows.append(line)
-    return _overview(list(sections.values()), groups, spark, sort=sort, start=start, user=user)
+    return _overview(
+        list(sections.values()), groups, tally, spark, sort=sort, start=start, user=user
+    )
+
+
+# A group counted as open on the page's summary line (a regressed one is also counted alone).
+_OPEN = frozenset(("open", "regressed"))
+
+
+@dataclass(slots=True)
+class _Tally:
+    total: int = 0
+    open_groups: int = 0
+    regressed_groups: int = 0
 
 
 def _overview(
     sections: list[StageSection],
     groups: list[GroupRow],
+    tally: _Tally,
     spark: _Spark,
     *,
     sort: str,
@@ -973,9 +1012,9 @@ def _overview(
         window_start=start,
         sections=sections,
         group_ids=[row.group.pk for row in groups],
-        total=sum(row.window_count for row in groups),
-        open_groups=sum(1 for row in groups if row.group.status in ("open", "regressed")),
-        regressed_groups=sum(1 for row in groups if row.group.status == "regressed"),
+        total=tally.total,
+        open_groups=tally.open_groups,
+        regressed_groups=tally.regressed_groups,
         uncertain_waiting=awaiting_reconciliation(user=user).count(),
         spark_bins=spark.bins,
         spark_hours=spark.hours,

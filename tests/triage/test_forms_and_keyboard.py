@@ -212,3 +212,26 @@ def test_a_draft_is_for_the_page_it_was_refused_on_not_a_visit_much_later(
     html = operator.get(f"/triage/groups/{group.pk}/").content.decode()
     assert "Write the note." in html  # the message says what happened
     assert "form-errors" not in html  # but the form no longer holds the old draft
+
+
+@pytest.mark.services("postgres")
+def test_the_people_to_assign_are_read_in_one_statement_without_a_server_side_cursor() -> None:
+    """Django reads a model select's choices through QuerySet.iterator(), a server-side
+    cursor on PostgreSQL (DECLARE, FETCH, CLOSE: three round trips on every triage page);
+    the bulk bar's people are read in one statement, their names and nothing else."""
+    from django.contrib.auth import get_user_model
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from triage.forms import BulkActionForm
+
+    people = get_user_model()
+    for name in ("zoe", "ahn", "min"):
+        people.objects.create_user(name, password="a-long-enough-password")
+    people.objects.create_user("left", password="a-long-enough-password", is_active=False)
+    with CaptureQueriesContext(connection) as captured:
+        html = str(BulkActionForm()["assignee"])
+    (statement,) = [query["sql"] for query in captured]
+    assert statement.startswith("SELECT") and '"password"' not in statement
+    names = re.findall(r'<option value="\d+">([^<]+)</option>', html)
+    assert names == ["ahn", "min", "zoe"]
