@@ -423,6 +423,41 @@ def record_count(database_url: str) -> int | None:
     return int(row[0]) if row else None
 
 
+def newest_record(database_url: str) -> datetime | None:
+    """When the newest failure record occurred: the time the loaded traffic ends."""
+    import psycopg
+
+    with psycopg.connect(database_url) as conn:
+        row = conn.execute("SELECT max(occurred_at) FROM triage_failurerecord").fetchone()
+    return row[0] if row else None
+
+
+def clock_lag(newest: list[datetime | None], wall: datetime) -> timedelta:
+    """How far behind the wall clock the measuring processes read the time: to a second
+    after the newest record of any database. A page of relative windows ("the last 24
+    hours", the first screen's "anything in the last hour?") then measures the traffic as
+    it was when it was made, however long ago it was loaded: a 10M load takes about an
+    hour, and a --reuse run may come days later."""
+    known = [moment for moment in newest if moment is not None]
+    if not known:
+        return timedelta(0)
+    return max(timedelta(0), wall - max(known) - timedelta(seconds=1))
+
+
+def set_clock_back(lag: timedelta) -> None:
+    """The desk's clock (django.utils.timezone.now, which every page reads) runs ``lag``
+    behind the wall clock in this process."""
+    from django.utils import timezone
+
+    wall_now = getattr(timezone.now, "wall_now", timezone.now)
+
+    def now() -> datetime:
+        return wall_now() - lag
+
+    now.wall_now = wall_now  # type: ignore[attr-defined]
+    timezone.now = now
+
+
 def table_counts() -> dict[str, int]:
     from triage.models import FailureGroup, FailureGroupBucket, FailureGroupFacet, FailureRecord
 
@@ -499,7 +534,9 @@ def _english_endpoints() -> list[Endpoint]:
     largest = FailureGroup.objects.order_by("-count").first()
     if largest is None:
         raise SystemExit("no groups: nothing was loaded")
-    month_ago = datetime.now(UTC) - timedelta(days=DAYS - 1)
+    from django.utils import timezone
+
+    month_ago = timezone.now() - timedelta(days=DAYS - 1)
     deep = (
         FailureRecord.objects.filter(group=largest, occurred_at__lt=month_ago)
         .order_by("-occurred_at", "-id")
@@ -612,14 +649,20 @@ def clients(*, team: bool = False, admin: bool = False) -> tuple[Any, Any]:
 
 
 def _serve(
-    database_url: str, channel: Any, languages: tuple[str, ...] = (), team: bool = False
+    database_url: str,
+    channel: Any,
+    languages: tuple[str, ...] = (),
+    team: bool = False,
+    lag: timedelta = timedelta(0),
 ) -> None:
-    """A measuring process on one database: sends its endpoints' labels, query counts (and,
-    with ``team``, each endpoint's query count without the team filter), table counts and
-    what its warm-up found wrong, then answers each endpoint index with one request's
-    milliseconds and status code."""
+    """A measuring process on one database, its clock ``lag`` behind the wall clock (see
+    clock_lag): sends its endpoints' labels, query counts (and, with ``team``, each
+    endpoint's query count without the team filter), table counts and what its warm-up
+    found wrong, then answers each endpoint index with one request's milliseconds and
+    status code."""
     os.environ["DATABASE_URL"] = database_url
     _setup_django()
+    set_clock_back(lag)
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
@@ -727,16 +770,21 @@ class _Server:
 
 
 def measure(
-    databases: dict[int, str], repeat: int, languages: tuple[str, ...] = (), team: bool = False
+    databases: dict[int, str],
+    repeat: int,
+    languages: tuple[str, ...] = (),
+    team: bool = False,
+    lag: timedelta = timedelta(0),
 ) -> dict[int, _Server]:
-    """Every size in the same rounds, one process each, never two requests at once."""
+    """Every size in the same rounds, one process each, never two requests at once, each
+    process's clock ``lag`` behind the wall clock."""
     context = multiprocessing.get_context("spawn")
     servers: dict[int, _Server] = {}
     try:
         for size, database_url in databases.items():
             ours, theirs = context.Pipe()
             process = context.Process(
-                target=_serve, args=(database_url, theirs, languages, team), daemon=True
+                target=_serve, args=(database_url, theirs, languages, team, lag), daemon=True
             )
             process.start()
             servers[size] = _Server(process, ours)
@@ -911,6 +959,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=1000)
     parser.add_argument("--database-url", default=DEFAULT_DATABASE_URL)
     parser.add_argument("--reuse", action="store_true", help="keep records already loaded")
+    parser.add_argument(
+        "--wall-clock",
+        action="store_true",
+        help="measure at the wall clock's time, not at the time the loaded traffic ends (the "
+        "shape before 2026-12-06: relative windows then see less traffic the longer ago it "
+        "was loaded)",
+    )
     add_strict_argument(parser)
     parser.add_argument(
         "--language",
@@ -957,7 +1012,14 @@ def main(argv: list[str] | None = None) -> int:
             if size != sizes[-1]:
                 copy_database(args.database_url, databases[size])
     print(f"measuring {' and '.join(f'{size:,}' for size in sizes)} records in the same rounds")
-    servers = measure(databases, args.repeat, tuple(args.language), team=args.team)
+    lag = timedelta(0)
+    if not args.wall_clock:
+        lag = clock_lag([newest_record(url) for url in databases.values()], datetime.now(UTC))
+        print(
+            f"  at the time the loaded traffic ends: the pages' clock reads "
+            f"{lag.total_seconds() / 60:,.1f} minutes behind the wall clock (--wall-clock: not)"
+        )
+    servers = measure(databases, args.repeat, tuple(args.language), team=args.team, lag=lag)
     results = [
         SizeResult(
             size,

@@ -227,3 +227,39 @@ def test_a_scale_run_of_other_sizes_keeps_its_result_beside_the_default_one() ->
     assert triage_scale.result_name([100_000, 1_000_000]) == "triage-scale"
     assert triage_scale.result_name([1_000_000, 10_000_000]) == "triage-scale-1m-10m"
     assert triage_scale.result_name([50_000, 1_000_000]) == "triage-scale-50k-1m"
+
+
+def test_the_pages_clock_reads_the_time_the_loaded_traffic_ends() -> None:
+    """A 10M load takes about an hour and a --reuse run may come days later: the measuring
+    processes read the time a second after the newest record of any database, so "the last
+    24 hours" holds a day of traffic and the first screen finds its last hour busy."""
+    from datetime import UTC, datetime, timedelta
+
+    wall = datetime(2026, 12, 6, 15, 0, tzinfo=UTC)
+    newest = [
+        datetime(2026, 12, 6, 13, 29, tzinfo=UTC),
+        None,
+        datetime(2026, 12, 6, 13, 30, tzinfo=UTC),
+    ]
+    assert triage_scale.clock_lag(newest, wall) == timedelta(hours=1, minutes=29, seconds=59)
+    assert triage_scale.clock_lag([None], wall) == timedelta(0)
+    # A record ahead of the wall clock never sets the pages' clock forward.
+    assert triage_scale.clock_lag([wall + timedelta(minutes=5)], wall) == timedelta(0)
+
+
+def test_the_clock_is_set_back_from_the_wall_clock_however_often_it_is_set() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from django.utils import timezone
+
+    wall_now = timezone.now
+    try:
+        for _ in range(2):
+            triage_scale.set_clock_back(timedelta(hours=2))
+            shifted = timezone.now()
+            lag = datetime.now(UTC) - shifted
+            assert timedelta(hours=2) <= lag < timedelta(hours=2, seconds=5)
+        triage_scale.set_clock_back(timedelta(0))
+        assert datetime.now(UTC) - timezone.now() < timedelta(seconds=5)
+    finally:
+        timezone.now = wall_now
