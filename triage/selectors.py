@@ -915,8 +915,6 @@ def triage_overview(
     spark = _Spark.of(start, end)
     by_key: dict[tuple[str, str], ReasonRow] = {}
     line_of_group: dict[int, ReasonRow] = {}
-    # What the page's summary line counts, tallied in the same pass over the groups.
-    tally = _Tally()
     for row in groups:
         group = row.group
         key = (group.stage, group.reason)
@@ -934,11 +932,6 @@ def triage_overview(
         if group.first_seen >= start:
             line.new_groups += 1
         line_of_group[group.pk] = line
-        tally.total += row.window_count
-        if group.status in _OPEN:
-            tally.open_groups += 1
-            if group.status == "regressed":
-                tally.regressed_groups += 1
     # What is not on the page is skipped: with the 1h window the line spans the day, and
     # so also counts the reason's matching groups that were quiet in the last hour.
     on_page = _triage_filter(filters, via="group__", user=user)
@@ -969,9 +962,7 @@ def triage_overview(
     lines = _in_order(by_key.values(), sort)
     if sort != "stage":
         flat = StageSection("sorted", str(SORT_TITLES.get(sort, sort)), True, lines, flat=True)
-        return _overview(
-            [flat] if lines else [], groups, tally, spark, sort=sort, start=start, user=user
-        )
+        return _overview([flat] if lines else [], groups, spark, sort=sort, start=start, user=user)
     sections: dict[str, StageSection] = {}
     for line in lines:
         if line.stage not in sections:
@@ -980,26 +971,12 @@ def triage_overview(
                 line.stage, info.title if info else line.stage, info is not None, []
             )
         sections[line.stage].rows.append(line)
-    return _overview(
-        list(sections.values()), groups, tally, spark, sort=sort, start=start, user=user
-    )
-
-
-# A group counted as open on the page's summary line (a regressed one is also counted alone).
-_OPEN = frozenset(("open", "regressed"))
-
-
-@dataclass(slots=True)
-class _Tally:
-    total: int = 0
-    open_groups: int = 0
-    regressed_groups: int = 0
+    return _overview(list(sections.values()), groups, spark, sort=sort, start=start, user=user)
 
 
 def _overview(
     sections: list[StageSection],
     groups: list[GroupRow],
-    tally: _Tally,
     spark: _Spark,
     *,
     sort: str,
@@ -1012,9 +989,9 @@ def _overview(
         window_start=start,
         sections=sections,
         group_ids=[row.group.pk for row in groups],
-        total=tally.total,
-        open_groups=tally.open_groups,
-        regressed_groups=tally.regressed_groups,
+        total=sum(row.window_count for row in groups),
+        open_groups=sum(1 for row in groups if row.group.status in ("open", "regressed")),
+        regressed_groups=sum(1 for row in groups if row.group.status == "regressed"),
         uncertain_waiting=awaiting_reconciliation(user=user).count(),
         spark_bins=spark.bins,
         spark_hours=spark.hours,
