@@ -208,9 +208,6 @@ class ReasonRow:
     retry_safe_count: int = 0
     tool_counts: dict[str, int] = field(default_factory=dict, repr=False)
     lane_counts: dict[str, int] = field(default_factory=dict, repr=False)
-    # Per lane, in the order of its largest group: each tool's collections, a group each
-    # (what the retry verdict names, tallied here rather than in a second pass).
-    lane_tools: dict[str, dict[str, list[str]]] = field(default_factory=dict, repr=False)
     collection_names: set[str] = field(default_factory=set, repr=False)
     statuses: set[str] = field(default_factory=set, repr=False)
     assignee_names: set[str] = field(default_factory=set, repr=False)
@@ -226,19 +223,11 @@ class ReasonRow:
         self.previous_count += row.previous_count
         self.records += group.records
         self.retryable_records += group.retryable_records
-        tool, lane = group.tool or gettext("(no tool)"), group.lane
+        tool = group.tool or gettext("(no tool)")
         self.tool_counts[tool] = self.tool_counts.get(tool, 0) + count
-        self.lane_counts[lane] = self.lane_counts.get(lane, 0) + count
-        if lane == "retry_safe":
+        self.lane_counts[group.lane] = self.lane_counts.get(group.lane, 0) + count
+        if group.lane == "retry_safe":
             self.retry_safe_count += count
-        tools = self.lane_tools.get(lane)
-        if tools is None:
-            tools = self.lane_tools[lane] = {}
-        collections = tools.get(tool)
-        if collections is None:
-            tools[tool] = [group.collection or "-"]
-        else:
-            collections.append(group.collection or "-")
         self.collection_names.add(group.collection or gettext("(none)"))
         self.statuses.add(group.status)
         if group.assignee:

@@ -20,10 +20,14 @@ def test_one_name_has_no_comma_and_names_are_escaped() -> None:
 
 
 def test_a_tool_in_several_collections_is_named_once_with_how_many() -> None:
+    from types import SimpleNamespace
+
     from triage.templatetags.desk import _group_names, _row_texts
 
-    tools = {"getDelivery": ["shop", "eu", "us"], "a": ["shop"], "b": ["shop"]}
-    html = str(_group_names(tools, _row_texts()))
+    groups = [
+        SimpleNamespace(tool="getDelivery", collection=name) for name in ("shop", "eu", "us")
+    ] + [SimpleNamespace(tool=tool, collection="shop") for tool in ("a", "b")]
+    html = str(_group_names(groups, _row_texts()))
     several = '<span title="shop, eu, us">getDelivery \u00d73</span>'
     assert html == f'{several}, <span title="shop">a</span> +1 more'
 

@@ -6,7 +6,6 @@ import json
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from html import escape as escape_text
-from itertools import islice
 from typing import Any
 from urllib.parse import quote
 
@@ -566,17 +565,19 @@ def _retry_verdict(row: Any, texts: dict[str, Any]) -> SafeString:
     the window's failures in groups whose lane allows a retry, then each answer with the
     groups that get it (largest first; each name says its collection on hover)."""
     verdicts = texts["verdicts"]
-    lane_tools = row.lane_tools  # per lane, in the order of its largest group
-    if len(lane_tools) == 1:
-        (lane,) = lane_tools
+    if len(row.lane_counts) == 1:  # one lane: no group is named (most rows)
+        (lane,) = row.lane_counts
         return _html('<span class="verdict verdict-{}">{}</span>', lane, verdicts.get(lane, lane))
+    by_lane: dict[str, list[Any]] = {}
+    for group_row in row.groups:  # largest first (ReasonRow.groups)
+        by_lane.setdefault(group_row.group.lane, []).append(group_row.group)
     share = percent(row.retry_safe_share)
     items = _html_join(
         "",
         '<li><span class="verdict verdict-{}">{}</span> <span class="muted">· {}</span></li>',
         (
-            (lane, verdicts.get(lane, lane), _group_names(tools, texts))
-            for lane, tools in lane_tools.items()
+            (lane, verdicts.get(lane, lane), _group_names(groups, texts))
+            for lane, groups in by_lane.items()
         ),
     )
     return _html(
@@ -587,10 +588,13 @@ def _retry_verdict(row: Any, texts: dict[str, Any]) -> SafeString:
     )
 
 
-def _group_names(tools: dict[str, list[str]], texts: dict[str, Any]) -> SafeString:
-    """'getOrder (x2), listOrders +3': the first two tools of some groups, given as each
-    tool's collections, a group each (a tool in several collections once, with how many;
-    the collections on hover)."""
+def _group_names(groups: list[Any], texts: dict[str, Any]) -> SafeString:
+    """'getOrder (x2), listOrders +3': the first two tools of these groups (a tool in several
+    collections once, with how many; the collections on hover)."""
+    by_tool: dict[str, list[str]] = {}
+    for group in groups:
+        by_tool.setdefault(group.tool or gettext("(no tool)"), []).append(group.collection or "-")
+    tools = list(by_tool.items())
     shown = _html_join(
         ", ",
         '<span title="{1}">{0}{2}</span>',
@@ -600,7 +604,7 @@ def _group_names(tools: dict[str, list[str]], texts: dict[str, Any]) -> SafeStri
                 ", ".join(collections),
                 f" \u00d7{len(collections)}" if len(collections) > 1 else "",
             )
-            for tool, collections in islice(tools.items(), 2)
+            for tool, collections in tools[:2]
         ),
     )
     if len(tools) <= 2:
