@@ -14,11 +14,11 @@ from django.db.models import (
     Count,
     Exists,
     Field,
+    Model,
     OuterRef,
     Q,
     QuerySet,
     Subquery,
-    Sum,
 )
 from django.utils import timezone
 from django.utils.translation import get_language, gettext, gettext_lazy
@@ -591,9 +591,13 @@ class _Piece:
         return sql, [adapt(self.start), adapt(self.end)]
 
     def _column(self, name: str) -> str:
-        field = self.model._meta.get_field(name)
-        assert isinstance(field, Field)
-        return field.column
+        return _column(self.model, name)
+
+
+def _column(model: type[Model], name: str) -> str:
+    field = model._meta.get_field(name)
+    assert isinstance(field, Field)
+    return field.column
 
 
 _TIME_FIELDS: dict[type[Any], str] = {
@@ -783,21 +787,39 @@ class _Spark:
         return cls(first, days * 24, min(days, SPARK_MAX_BINS), daily=True)
 
     def sums(self, matching: Q) -> Iterator[tuple[str, str, int, int]]:
-        """(stage, reason, bin, records): summed in SQL per hour or day, binned here."""
-        rows: QuerySet[Any, tuple[str, str, datetime]]
+        """(stage, reason, bin, records): summed in SQL per hour or day, binned here.
+
+        ``matching`` (a condition on groups) picks the groups first, in a subquery that
+        PostgreSQL must not fold into the join (OFFSET 0): folded, it joined every hourly
+        bucket to its group and then probed the source facets once per bucket (39,282 at
+        ten million records for a day's line), 13.5 ms against 11.6 ms for the groups
+        found once (5.9 against 5.4 ms at 1M)."""
+        model = FailureGroupDay if self.daily else FailureGroupBucket
+        quote = connection.ops.quote_name
+        time_column = quote(_column(model, _TIME_FIELDS[model]))
+        group_column = quote(_column(model, "group"))
+        count_column = quote(_column(model, "count"))
+        groups = FailureGroup.objects.filter(matching).order_by()
+        groups_sql, groups_params = groups.values_list(
+            "id", "stage", "reason"
+        ).query.sql_with_params()
+        fence = " OFFSET 0" if connection.vendor == "postgresql" else ""
+        sql = (
+            f"SELECT matching.stage, matching.reason, piece.{time_column}, "
+            f"SUM(piece.{count_column}) FROM {quote(model._meta.db_table)} piece "
+            f"INNER JOIN ({groups_sql}{fence}) matching "
+            f"ON matching.id = piece.{group_column} "
+            f"WHERE piece.{time_column} >= %s AND piece.{time_column} < %s "
+            f"GROUP BY matching.stage, matching.reason, piece.{time_column}"
+        )
         # Nothing after the last bin: a window that ended in the past does not pile
         # everything since into its last bar.
         after = self.start + timedelta(hours=self.hours)
-        if self.daily:
-            rows = FailureGroupDay.objects.filter(
-                matching, day__gte=self.start, day__lt=after
-            ).values_list("group__stage", "group__reason", "day")
-        else:
-            rows = FailureGroupBucket.objects.filter(
-                matching, hour__gte=self.start, hour__lt=after
-            ).values_list("group__stage", "group__reason", "hour")
-        summed = rows.annotate(total=Sum("count")).order_by()
-        for stage, reason, moment, total in _plain_rows(summed):
+        adapt = connection.ops.adapt_datetimefield_value
+        with connections[router.db_for_read(model)].cursor() as cursor:  # (core.replica)
+            cursor.execute(sql, [*groups_params, adapt(self.start), adapt(after)])
+            rows = cursor.fetchall()
+        for stage, reason, moment, total in rows:
             hours = int((_moment(moment) - self.start).total_seconds() // 3600)
             yield stage, reason, hours * self.bins // self.hours, total
 
@@ -923,7 +945,7 @@ def triage_overview(
         line_of_group[group.pk] = line
     # What is not on the page is skipped: with the 1h window the line spans the day, and
     # so also counts the reason's matching groups that were quiet in the last hour.
-    on_page = _triage_filter(filters, via="group__", user=user)
+    on_page = _triage_filter(filters, user=user)
     last_bin = spark.bins - 1
     for stage, reason, index, count in spark.sums(on_page):
         line = by_key.get((stage, reason))

@@ -218,7 +218,10 @@ def test_a_preset_and_a_time_together_are_refused(one_failure: Any, client_as: A
 
 def test_the_presets_name_when_they_end(one_failure: Any, client_as: Any) -> None:
     html = _seoul_client(client_as).get(f"/triage/groups/{one_failure.pk}/").content.decode()
-    ends = start_of_next_week(timezone.now()).astimezone(SEOUL)
+    # In the reader's zone, as the page reckons it: from 00:00 to 09:00 KST on a Monday
+    # (Sunday 15:00 to midnight UTC) Seoul's next week starts a week later than UTC's.
+    with timezone.override(SEOUL):
+        ends = start_of_next_week(timezone.now()).astimezone(SEOUL)
     assert f"until next week · ends Mon {ends:%b} {ends.day} 09:00 KST" in html
 
 
