@@ -803,7 +803,8 @@ class _Spark:
         groups_sql, groups_params = groups.values_list(
             "id", "stage", "reason"
         ).query.sql_with_params()
-        fence = " OFFSET 0" if connection.vendor == "postgresql" else ""
+        database = connections[router.db_for_read(model)]  # the page's (core.replica)
+        fence = " OFFSET 0" if database.vendor == "postgresql" else ""
         sql = (
             f"SELECT matching.stage, matching.reason, piece.{time_column}, "
             f"SUM(piece.{count_column}) FROM {quote(model._meta.db_table)} piece "
@@ -816,7 +817,7 @@ class _Spark:
         # everything since into its last bar.
         after = self.start + timedelta(hours=self.hours)
         adapt = connection.ops.adapt_datetimefield_value
-        with connections[router.db_for_read(model)].cursor() as cursor:  # (core.replica)
+        with database.cursor() as cursor:
             cursor.execute(sql, [*groups_params, adapt(self.start), adapt(after)])
             rows = cursor.fetchall()
         for stage, reason, moment, total in rows:
