@@ -44,6 +44,7 @@ from triage.models import (
     ApiKey,
     FailureGroup,
     FailureGroupBucket,
+    FailureReasonBucket,
     FailureRecord,
     IngestBatch,
     IngestItem,
@@ -96,6 +97,7 @@ def assert_counters_match_a_recount(records: int) -> None:
     recount = dict(FailureRecord.objects.values_list("group").annotate(n=Count("id")))
     assert dict(FailureGroup.objects.values_list("pk", "count")) == recount
     assert FailureGroupBucket.objects.aggregate(n=Sum("count"))["n"] == records
+    assert FailureReasonBucket.objects.aggregate(n=Sum("count"))["n"] == records
 
 
 def test_the_desk_down_in_the_middle_of_5000_reports_loses_and_doubles_nothing(

@@ -32,6 +32,7 @@ from triage.models import (
     FailureGroupBucket,
     FailureGroupDay,
     FailureGroupFacet,
+    FailureReasonBucket,
     FailureRecord,
     GroupStatus,
     RetentionRun,
@@ -149,6 +150,8 @@ class Counters:
     buckets: dict[tuple[tuple[str, ...], datetime], int]
     days: dict[tuple[tuple[str, ...], datetime], int]
     facets: dict[tuple[tuple[str, ...], str, str], int]
+    # Per (stage, reason) and hour, across groups.
+    reason_hours: dict[tuple[str, str, datetime], int]
 
 
 def _group_keys() -> dict[int, tuple[str, ...]]:
@@ -188,6 +191,12 @@ def stored_counters() -> Counters:
                 "group_id", "dimension", "value", "count"
             )
         },
+        reason_hours={
+            (stage, reason, hour.astimezone(UTC)): count
+            for stage, reason, hour, count in FailureReasonBucket.objects.values_list(
+                "stage", "reason", "hour", "count"
+            )
+        },
     )
 
 
@@ -225,11 +234,15 @@ def recomputed_counters() -> Counters:
         days[(key, hour.replace(hour=0))] += 1
         for dimension, value in (("source", source), ("lane", lane), ("execution_state", state)):
             facets[(key, dimension, value)] += 1
+    reason_hours: Counter[tuple[str, str, datetime]] = Counter()
+    for ((_, stage, reason, _), hour), count in buckets.items():
+        reason_hours[(stage, reason, hour)] += count
     return Counters(
         groups={key: (n, r, c) for key, (n, r, c) in groups.items()},
         buckets=dict(buckets),
         days=dict(days),
         facets=dict(facets),
+        reason_hours=dict(reason_hours),
     )
 
 
@@ -238,6 +251,7 @@ def assert_exact() -> Counters:
     assert stored.groups == expected.groups
     assert stored.buckets == expected.buckets
     assert stored.days == expected.days
+    assert stored.reason_hours == expected.reason_hours
     assert stored.facets == expected.facets
     return stored
 

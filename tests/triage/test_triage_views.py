@@ -493,6 +493,75 @@ def test_sparkline_bins_are_summed_per_reason_in_the_right_place(
     assert row.spark[-1] + row.spark[-2] >= 3  # the last hour's three, today or yesterday
 
 
+def spark_recount(overview: Any, filters: dict[str, str]) -> dict[tuple[str, str], list[int]]:
+    """Each reason line's bars counted from the records of the groups the filters show."""
+    from triage.models import FailureRecord
+    from triage.selectors import _triage_filter
+
+    shown = FailureGroup.objects.filter(_triage_filter(filters)).values("pk")
+    lines: dict[tuple[str, str], list[int]] = {}
+    after = overview.spark_start + timedelta(hours=overview.spark_hours)
+    for stage, reason, occurred in FailureRecord.objects.filter(
+        group__in=shown, occurred_at__gte=overview.spark_start, occurred_at__lt=after
+    ).values_list("group__stage", "group__reason", "occurred_at"):
+        hours = int((occurred - overview.spark_start).total_seconds() // 3600)
+        line = lines.setdefault((stage, reason), [0] * overview.spark_bins)
+        line[hours * overview.spark_bins // overview.spark_hours] += 1
+    return lines
+
+
+@pytest.mark.parametrize(
+    "filters",
+    [
+        {"status": "active", "source": "production"},  # the page's defaults
+        {"status": "all"},
+        {"status": "active", "source": "production", "stage": "execute", "reason": "http_5xx"},
+        {"status": "all", "stage": "execute", "reason": "http_5xx"},
+        {"status": "all", "collection": "orders"},  # read from the groups' own buckets
+        {"status": "muted"},
+    ],
+)
+def test_a_sparkline_read_by_reason_leaves_out_the_groups_the_filters_leave_out(
+    ingest_client: APIClient, filters: dict[str, str]
+) -> None:
+    """The reason buckets count every group; the page's line counts only the groups it
+    shows: a muted and a resolved group of the same reason, and a group only Quality Lab
+    reports, are taken away again (in the hours where the shown groups also failed)."""
+    from triage.models import FailureReasonBucket
+    from triage.selectors import triage_overview
+
+    now = timezone.now()
+
+    def at(hours: float, **body: Any) -> dict[str, Any]:
+        return failure_item(occurred_at=(now - timedelta(hours=hours)).isoformat(), **body)
+
+    ingest(
+        ingest_client,
+        [
+            *(at(h, tool="getCart") for h in (0.1, 0.2, 2, 5, 5, 20)),
+            *(at(h, tool="muted", collection="orders") for h in (0.3, 2, 2, 7)),
+            *(at(h, tool="resolved") for h in (0.4, 5, 23)),
+            *(at(h, stage="retrieve", reason="no_candidates", tool="") for h in (1, 5)),
+        ],
+    )
+    batch_ingest(
+        owner=DESK_OWNER,
+        channel=DESK_CHANNEL,
+        items=[at(h, tool="getCart-lab", source="quality_lab") for h in (0.5, 2, 5)],
+    )
+    muted = FailureGroup.objects.get(tool="muted")
+    group_act(group=muted, actor=None, action="mute", muted_until=now + timedelta(days=1))
+    group_act(group=FailureGroup.objects.get(tool="resolved"), actor=None, action="resolve")
+    assert sum(FailureReasonBucket.objects.values_list("count", flat=True)) == 18
+    end = now + timedelta(seconds=1)
+    for start in (end - timedelta(hours=1), end - timedelta(hours=24)):
+        overview = triage_overview(start=start, end=end, filters=filters)
+        shown = {(row.stage, row.reason): row.spark for s in overview.sections for row in s.rows}
+        expected = spark_recount(overview, filters)
+        assert shown == {key: expected.get(key, [0] * overview.spark_bins) for key in shown}
+        assert shown, "every filter set shows a line"
+
+
 def records_per_group(start: Any, end: Any) -> dict[int, int]:
     """What a window's counts must be: its records counted one by one, per group."""
     from triage.models import FailureRecord

@@ -53,6 +53,7 @@ from triage.models import (
     FailureGroupBucket,
     FailureGroupDay,
     FailureGroupFacet,
+    FailureReasonBucket,
     FailureRecord,
     GroupEvent,
     GroupStatus,
@@ -262,12 +263,15 @@ class _GroupDelta:
     first_seen: datetime | None = None
     last_seen: datetime | None = None
     lane: str = ""
+    # The group's (stage, reason), which its records share: the reason buckets' key.
+    line: tuple[str, str] = ("", "")
     hours: Counter[datetime] = field(default_factory=Counter)
     facets: Counter[tuple[str, str]] = field(default_factory=Counter)
     releases: set[str] = field(default_factory=set)  # "" for records without one
 
     def add(self, record: FailureRecord) -> None:
         self.count += 1
+        self.line = (record.stage, record.reason)
         self.retryable += int(record.retryable)
         self.contradictions += int(bool(record.contradictions))
         occurred = record.occurred_at
@@ -1194,9 +1198,17 @@ def _apply_group_deltas(
         ),
     )
     days: Counter[tuple[int, datetime]] = Counter()
+    lines: Counter[tuple[str, str, datetime]] = Counter()
     for group_id, delta in deltas.items():
         for hour, count in delta.hours.items():
             days[(group_id, day_floor(hour))] += count
+            lines[(*delta.line, hour)] += count
+    _upsert_increments(
+        FailureReasonBucket._meta.db_table,
+        ("stage", "reason", "hour"),
+        ("text", "text", "timestamptz", "integer"),
+        sorted((stage, reason, hour, count) for (stage, reason, hour), count in lines.items()),
+    )
     _upsert_increments(
         FailureGroupDay._meta.db_table,
         ("group_id", "day"),

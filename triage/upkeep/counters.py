@@ -1,6 +1,6 @@
-"""Taking removed records out of the counters: group totals, hourly buckets, daily rollups
-and facets, exactly what the records added (retention's batches of rows and its dropped days
-share it)."""
+"""Taking removed records out of the counters: group totals, hourly buckets (per group and
+per reason), daily rollups and facets, exactly what the records added (retention's batches
+of rows and its dropped days share it)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,13 @@ from django.db import IntegrityError, connection, models
 from django.db.models import Q
 
 from core.sql import row_sources
-from triage.models import FailureGroup, FailureGroupBucket, FailureGroupDay, FailureGroupFacet
+from triage.models import (
+    FailureGroup,
+    FailureGroupBucket,
+    FailureGroupDay,
+    FailureGroupFacet,
+    FailureReasonBucket,
+)
 
 # Ids per IN (...) list: far below SQLite's limit on query parameters.
 ID_CHUNK = 500
@@ -51,6 +57,12 @@ def subtract_counts(
             ("bigint", "timestamptz"),
             days,
         )
+        empty_lines = _subtract(
+            FailureReasonBucket._meta.db_table,
+            ("stage", "reason", "hour"),
+            ("text", "text", "timestamptz"),
+            _by_reason(hours, group_ids),
+        )
         empty_facets = _subtract(
             FailureGroupFacet._meta.db_table,
             ("group_id", "dimension", "value"),
@@ -63,11 +75,30 @@ def subtract_counts(
         ) from exc
     delete_ids(FailureGroupBucket, empty_buckets)
     delete_ids(FailureGroupDay, empty_days)
+    delete_ids(FailureReasonBucket, empty_lines)
     delete_ids(FailureGroupFacet, empty_facets)
     for start in range(0, len(group_ids), ID_CHUNK):
         FailureGroup.objects.filter(pk__in=group_ids[start : start + ID_CHUNK]).filter(
             Q(pruned_before__isnull=True) | Q(pruned_before__lt=cutoff)
         ).update(pruned_before=cutoff)
+
+
+def _by_reason(
+    hours: Counter[tuple[int, datetime]], group_ids: list[int]
+) -> Counter[tuple[str, str, datetime]]:
+    """The groups' hourly amounts per (stage, reason) and hour: what the reason buckets hold
+    of them (a group's stage and reason never change)."""
+    lines: dict[int, tuple[str, str]] = {}
+    for start in range(0, len(group_ids), ID_CHUNK):
+        chunk = group_ids[start : start + ID_CHUNK]
+        for pk, stage, reason in FailureGroup.objects.filter(pk__in=chunk).values_list(
+            "pk", "stage", "reason"
+        ):
+            lines[pk] = (stage, reason)
+    amounts: Counter[tuple[str, str, datetime]] = Counter()
+    for (group_id, hour), amount in hours.items():
+        amounts[(*lines[group_id], hour)] += amount
+    return amounts
 
 
 def delete_ids(model: type[models.Model], ids: Sequence[int], *, extra_condition: str = "") -> int:
@@ -130,9 +161,9 @@ def _subtract(
             )
             changed.extend(cursor.fetchall())
     if len(changed) != len(rows):
-        groups = sorted({row[0] for row in rows})[:10]
+        firsts = sorted({row[0] for row in rows})[:10]
         raise RetentionDriftError(
             f"{table}: {len(rows) - len(changed)} of the {len(rows)} rows these records were "
-            f"counted in are missing (groups {groups})"
+            f"counted in are missing ({key_columns[0]} {firsts})"
         )
     return [row_id for row_id, count in changed if count == 0]
