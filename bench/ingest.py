@@ -842,10 +842,11 @@ def stored_counts(database_url: str) -> dict[str, int]:
             " (SELECT coalesce(sum(count), 0) FROM triage_failuregroup),"
             " (SELECT coalesce(sum(count), 0) FROM triage_failuregroupbucket),"
             " (SELECT coalesce(sum(count), 0) FROM triage_failuregroupfacet),"
-            " (SELECT count(*) FROM triage_failuregroup)"
+            " (SELECT count(*) FROM triage_failuregroup),"
+            " (SELECT coalesce(sum(count), 0) FROM triage_failurereasonbucket)"
         ).fetchone()
     assert row is not None
-    names = ("records", "claims", "group_sum", "bucket_sum", "facet_sum", "groups")
+    names = ("records", "claims", "group_sum", "bucket_sum", "facet_sum", "groups", "reason_sum")
     return {name: int(value) for name, value in zip(names, row, strict=True)}
 
 
@@ -1067,6 +1068,7 @@ def measure(
         == counts["claims"]
         == counts["group_sum"]
         == counts["bucket_sum"]
+        == counts["reason_sum"]
         == expected
         and counts["facet_sum"] == 3 * expected
     )

@@ -45,6 +45,7 @@ from triage.models import (  # noqa: E402
     FailureGroup,
     FailureGroupBucket,
     FailureGroupFacet,
+    FailureReasonBucket,
     FailureRecord,
     GroupStatus,
     IngestBatch,
@@ -172,6 +173,7 @@ def _store_one(
     )
     hour = occurred.replace(minute=0, second=0, microsecond=0)
     _increment(FailureGroupBucket, {"group": group, "hour": hour})
+    _increment(FailureReasonBucket, {"stage": group.stage, "reason": group.reason, "hour": hour})
     for dimension, value in (
         ("source", fields.source),
         ("lane", derived.lane),

@@ -821,7 +821,8 @@ class _Spark:
                 # The union's columns are named by its first part's (stage, reason, hour,
                 # count).
                 quote = database.ops.quote_name
-                hour, count = quote("hour"), quote("count")
+                hour = quote(_column(FailureReasonBucket, "hour"))
+                count = quote(_column(FailureReasonBucket, "count"))
                 sql = (
                     f"SELECT stage, reason, {hour}, SUM({count}) FROM ({sql} UNION ALL "
                     f"{left_sql}) lines GROUP BY stage, reason, {hour}"
