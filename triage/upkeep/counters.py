@@ -57,11 +57,13 @@ def subtract_counts(
             ("bigint", "timestamptz"),
             days,
         )
+        lines = _by_reason(hours, group_ids)
+        _lock_reason_buckets(lines)
         empty_lines = _subtract(
             FailureReasonBucket._meta.db_table,
             ("stage", "reason", "hour"),
             ("text", "text", "timestamptz"),
-            _by_reason(hours, group_ids),
+            lines,
         )
         empty_facets = _subtract(
             FailureGroupFacet._meta.db_table,
@@ -99,6 +101,29 @@ def _by_reason(
     for (group_id, hour), amount in hours.items():
         amounts[(*lines[group_id], hour)] += amount
     return amounts
+
+
+def _lock_reason_buckets(amounts: Counter[tuple[str, str, datetime]]) -> None:
+    """Lock the reason buckets about to be subtracted from in ingest's order. A reason
+    bucket is the one counter row two groups share, so the group locks do not keep ingest
+    and retention apart on it (at the hour the retention cutoff falls in, both write it).
+    Ingest upserts its rows sorted by (stage, reason, hour) in Python, an UPDATE ... FROM
+    would lock them in the table's order: two transactions could each hold a row the other
+    waits for. Byte order ("C") is Python's order of the same strings. SQLite has one writer
+    at a time and needs none of this."""
+    if not amounts or not connection.features.has_select_for_update:
+        return
+    table = connection.ops.quote_name(FailureReasonBucket._meta.db_table)
+    with connection.cursor() as cursor:
+        for source, params in row_sources(("text", "text", "timestamptz"), sorted(amounts)):
+            cursor.execute(
+                f"WITH d(stage, reason, hour) AS ({source}) SELECT {table}.id FROM {table} "
+                f"INNER JOIN d ON {table}.stage = d.stage AND {table}.reason = d.reason "
+                f"AND {table}.hour = d.hour "
+                f'ORDER BY {table}.stage COLLATE "C", {table}.reason COLLATE "C", {table}.hour '
+                f"FOR NO KEY UPDATE OF {table}",
+                params,
+            )
 
 
 def delete_ids(model: type[models.Model], ids: Sequence[int], *, extra_condition: str = "") -> int:
