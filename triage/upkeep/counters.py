@@ -57,13 +57,12 @@ def subtract_counts(
             ("bigint", "timestamptz"),
             days,
         )
-        lines = _by_reason(hours, group_ids)
-        _lock_reason_buckets(lines)
         empty_lines = _subtract(
             FailureReasonBucket._meta.db_table,
             ("stage", "reason", "hour"),
             ("text", "text", "timestamptz"),
-            lines,
+            _per_reason(hours, group_ids),
+            shared=True,
         )
         empty_facets = _subtract(
             FailureGroupFacet._meta.db_table,
@@ -85,7 +84,7 @@ def subtract_counts(
         ).update(pruned_before=cutoff)
 
 
-def _by_reason(
+def _per_reason(
     hours: Counter[tuple[int, datetime]], group_ids: list[int]
 ) -> Counter[tuple[str, str, datetime]]:
     """The groups' hourly amounts per (stage, reason) and hour: what the reason buckets hold
@@ -101,29 +100,6 @@ def _by_reason(
     for (group_id, hour), amount in hours.items():
         amounts[(*lines[group_id], hour)] += amount
     return amounts
-
-
-def _lock_reason_buckets(amounts: Counter[tuple[str, str, datetime]]) -> None:
-    """Lock the reason buckets about to be subtracted from in ingest's order. A reason
-    bucket is the one counter row two groups share, so the group locks do not keep ingest
-    and retention apart on it (at the hour the retention cutoff falls in, both write it).
-    Ingest upserts its rows sorted by (stage, reason, hour) in Python, an UPDATE ... FROM
-    would lock them in the table's order: two transactions could each hold a row the other
-    waits for. Byte order ("C") is Python's order of the same strings. SQLite has one writer
-    at a time and needs none of this."""
-    if not amounts or not connection.features.has_select_for_update:
-        return
-    table = connection.ops.quote_name(FailureReasonBucket._meta.db_table)
-    with connection.cursor() as cursor:
-        for source, params in row_sources(("text", "text", "timestamptz"), sorted(amounts)):
-            cursor.execute(
-                f"WITH d(stage, reason, hour) AS ({source}) SELECT {table}.id FROM {table} "
-                f"INNER JOIN d ON {table}.stage = d.stage AND {table}.reason = d.reason "
-                f"AND {table}.hour = d.hour "
-                f'ORDER BY {table}.stage COLLATE "C", {table}.reason COLLATE "C", {table}.hour '
-                f"FOR NO KEY UPDATE OF {table}",
-                params,
-            )
 
 
 def delete_ids(model: type[models.Model], ids: Sequence[int], *, extra_condition: str = "") -> int:
@@ -170,14 +146,34 @@ def _subtract(
     key_columns: tuple[str, ...],
     pg_types: tuple[str, ...],
     amounts: Counter[Any],
+    *,
+    shared: bool = False,
 ) -> list[int]:
     """Subtract each amount from the row with its key (the same key values ingest wrote);
-    return the ids of rows now at zero. Every key must match a row."""
+    return the ids of rows now at zero. Every key must match a row.
+
+    ``shared``: rows of several groups (the reason buckets), which the caller's group locks
+    do not keep apart from ingest (at the hour the retention cutoff falls in, both write
+    them). They are locked first in ingest's order, its keys sorted in Python (byte order,
+    "C", for text), since an UPDATE ... FROM locks in the table's order: two transactions
+    could each hold a row the other waits for. SQLite has one writer at a time."""
     rows = sorted((*key, amount) for key, amount in amounts.items())
     match = " AND ".join(f"{table}.{column} = d.{column}" for column in key_columns)
+    in_key_order = ", ".join(
+        f'{table}.{column} COLLATE "C"' if kind == "text" else f"{table}.{column}"
+        for column, kind in zip(key_columns, pg_types, strict=True)
+    )
+    lock = shared and connection.features.has_select_for_update
     changed: list[tuple[int, int]] = []
     with connection.cursor() as cursor:
         for source, params in row_sources((*pg_types, "bigint"), rows):
+            if lock:
+                cursor.execute(
+                    f"WITH d({', '.join(key_columns)}, n) AS ({source}) SELECT {table}.id "
+                    f"FROM {table} INNER JOIN d ON {match} ORDER BY {in_key_order} "
+                    f"FOR NO KEY UPDATE OF {table}",
+                    params,
+                )
             cursor.execute(
                 f"WITH d({', '.join(key_columns)}, n) AS ({source}) "
                 f"UPDATE {table} SET count = {table}.count - d.n "
