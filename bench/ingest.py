@@ -843,10 +843,13 @@ def stored_counts(database_url: str) -> dict[str, int]:
             " (SELECT coalesce(sum(count), 0) FROM triage_failuregroupbucket),"
             " (SELECT coalesce(sum(count), 0) FROM triage_failuregroupfacet),"
             " (SELECT count(*) FROM triage_failuregroup),"
-            " (SELECT coalesce(sum(count), 0) FROM triage_failurereasonbucket)"
+            " (SELECT coalesce(sum(count), 0) FROM triage_failurereasonbucket),"
+            " (SELECT coalesce(sum(quality_lab_count), 0) FROM triage_failuregroup),"
+            " (SELECT count(*) FROM triage_failurerecord WHERE source = 'quality_lab')"
         ).fetchone()
     assert row is not None
-    names = ("records", "claims", "group_sum", "bucket_sum", "facet_sum", "groups", "reason_sum")
+    names = ("records", "claims", "group_sum", "bucket_sum", "facet_sum", "groups", "reason_sum",
+             "quality_lab_sum", "quality_lab_records")  # fmt: skip
     return {name: int(value) for name, value in zip(names, row, strict=True)}
 
 
@@ -1071,6 +1074,7 @@ def measure(
         == counts["reason_sum"]
         == expected
         and counts["facet_sum"] == 3 * expected
+        and counts["quality_lab_sum"] == counts["quality_lab_records"]
     )
     errors = list(report["errors"])
     if not consistent:

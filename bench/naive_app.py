@@ -41,6 +41,7 @@ from triage.intake.normalize import FailureFields, ItemError, parse_failure  # n
 from triage.intake.parsers import IngestJSONParser, receive_body  # noqa: E402
 from triage.intake.quota import quota_consume  # noqa: E402
 from triage.models import (  # noqa: E402
+    QUALITY_LAB_SOURCE,
     ApiKey,
     FailureGroup,
     FailureGroupBucket,
@@ -160,6 +161,7 @@ def _store_one(
         count=F("count") + 1,
         retryable_count=F("retryable_count") + int(derived.retryable),
         contradiction_count=F("contradiction_count") + int(bool(derived.contradictions)),
+        quality_lab_count=F("quality_lab_count") + int(fields.source == QUALITY_LAB_SOURCE),
         first_seen=Least(F("first_seen"), Value(occurred)),
         last_seen=Greatest(F("last_seen"), Value(occurred)),
         lane=Case(When(last_seen__lte=occurred, then=Value(derived.lane)), default=F("lane")),

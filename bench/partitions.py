@@ -128,9 +128,11 @@ def _fingerprint() -> tuple[int, int]:
 _DRIFT = {
     "group counters": """
         SELECT count(*) FROM triage_failuregroup g LEFT JOIN (
-            SELECT group_id, count(*) AS n, count(*) FILTER (WHERE retryable) AS r
+            SELECT group_id, count(*) AS n, count(*) FILTER (WHERE retryable) AS r,
+                count(*) FILTER (WHERE source = 'quality_lab') AS q
             FROM triage_failurerecord GROUP BY group_id) c ON c.group_id = g.id
-        WHERE g.count <> coalesce(c.n, 0) OR g.retryable_count <> coalesce(c.r, 0)""",
+        WHERE g.count <> coalesce(c.n, 0) OR g.retryable_count <> coalesce(c.r, 0)
+            OR g.quality_lab_count <> coalesce(c.q, 0)""",
     "hourly buckets": """
         SELECT count(*) FROM triage_failuregroupbucket b FULL JOIN (
             SELECT group_id, date_trunc('hour', occurred_at AT TIME ZONE 'UTC') AS hour,
@@ -162,19 +164,23 @@ _DRIFT = {
 }
 
 
-def reason_buckets_table(*, present: bool) -> None:
-    """Ingest at this commit also counts per reason, in a table triage 0024 makes (after the
-    partitioning): the load at 0019 needs it, and it goes before the migrations, which make
-    it again from the group buckets."""
+def later_counters(*, present: bool) -> None:
+    """Ingest at this commit also counts per reason and each group's Quality Lab records,
+    in a table and a column that triage 0024 and 0025 make (after the partitioning): the
+    load at 0019 needs them, and they go before the migrations, which make them again from
+    the group buckets and the source facets."""
     from django.db import connection
 
-    from triage.models import FailureReasonBucket
+    from triage.models import FailureGroup, FailureReasonBucket
 
+    quality_lab_count = FailureGroup._meta.get_field("quality_lab_count")
     with connection.schema_editor() as editor:
         if present:
             editor.create_model(FailureReasonBucket)
+            editor.add_field(FailureGroup, quality_lab_count)
         else:
             editor.delete_model(FailureReasonBucket)
+            editor.remove_field(FailureGroup, quality_lab_count)
 
 
 def counter_drift() -> list[str]:
@@ -204,7 +210,7 @@ def migrate_partitioned() -> tuple[float, float, list[str]]:
     call_command("migrate", "triage", "0020", verbosity=0)
     seconds = time.perf_counter() - started
     # Then the newest schema, which retention at this commit reads and writes: triage 0024
-    # makes the reason buckets again, from the group buckets.
+    # and 0025 make the reason buckets and the groups' Quality Lab counts again.
     call_command("migrate", verbosity=0)
     problems = []
     if not partitions.partitioned():
@@ -293,14 +299,14 @@ def main(argv: list[str] | None = None) -> int:
     manage(env, "migrate", "triage", "0019", "--noinput", "-v", "0")  # one table
     empty_tables(args.database_url, keep=frozenset())
     _setup_django()
-    reason_buckets_table(present=True)
+    later_counters(present=True)
     now = datetime.now(UTC)
     day = _day_start(now).date()
     print(f"loading {args.month_records:,} records of a month ({args.jobs} processes)")
     load(start=0, end=args.month_records, jobs=args.jobs, batch=args.batch, now=now)
     print(f"loading {args.day_records:,} records into {day:%Y-%m-%d}")
     load_day(records=args.day_records, jobs=args.jobs, batch=args.batch, now=now)
-    reason_buckets_table(present=False)
+    later_counters(present=False)
     vacuum_analyze(args.database_url)
 
     verdicts = Verdicts(bench="partitions")

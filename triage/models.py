@@ -276,6 +276,11 @@ class GroupStatus(models.TextChoices):
     REGRESSED = "regressed", gettext_lazy("regressed")
 
 
+# The source of the records Quality Lab's runs send through the desk's own channel (the
+# seed's catalog names it); every other source is runtime traffic.
+QUALITY_LAB_SOURCE = "quality_lab"
+
+
 class FailureGroup(models.Model):
     """All failures of one (collection, stage, reason, tool), with denormalized counters."""
 
@@ -287,6 +292,11 @@ class FailureGroup(models.Model):
     count = models.PositiveBigIntegerField(default=0)
     retryable_count = models.PositiveBigIntegerField(default=0)
     contradiction_count = models.PositiveBigIntegerField(default=0)
+    # Of `count`, the records Quality Lab's own runs sent (source QUALITY_LAB_SOURCE): a
+    # group with fewer of them than records has runtime traffic, which is what the triage
+    # page shows by default. One comparison of two columns, where a look through the
+    # group's source facets cost every page a probe per group.
+    quality_lab_count = models.PositiveBigIntegerField(default=0, db_default=0)
     first_seen = models.DateTimeField()
     last_seen = models.DateTimeField(db_index=True)
     lane = models.CharField(max_length=24, choices=_LANE_CHOICES)

@@ -13,6 +13,7 @@ from django.db import connection, connections, router
 from django.db.models import (
     Count,
     Exists,
+    F,
     Field,
     Model,
     OuterRef,
@@ -27,6 +28,7 @@ from core.http import strong_etag
 from organisation.access import is_admin, seen_by
 from organisation.models import Team
 from triage.models import (
+    QUALITY_LAB_SOURCE,
     UNCERTAIN_STATES,
     FailureGroup,
     FailureGroupBucket,
@@ -343,16 +345,16 @@ def _having_facet(dimension: str, value: str, *, group: str = "pk") -> Exists:
 
 # The triage page's default source: every source but Quality Lab's test runs.
 PRODUCTION_SOURCES = "production"
-TEST_SOURCE = "quality_lab"
+TEST_SOURCE = QUALITY_LAB_SOURCE
 
 
-def having_production_records(*, group: str = "pk") -> Exists:
-    """Groups with records from any source but Quality Lab (runtime traffic)."""
-    return Exists(
-        FailureGroupFacet.objects.filter(
-            group=OuterRef(group), dimension="source", count__gt=0
-        ).exclude(value=TEST_SOURCE)
-    )
+def having_production_records(*, via: str = "") -> Q:
+    """Groups with records from any source but Quality Lab (runtime traffic): more records
+    than Quality Lab's, two counters of the group's row that ingest and retention keep as
+    they keep its source facets. Testing the facets instead cost every read of the page a
+    probe per group (at 1M records, about 5 ms of the 24-hour page's window statement).
+    With `via="group__"`, rows that belong to such a group."""
+    return Q(**{f"{via}count__gt": F(f"{via}quality_lab_count")})
 
 
 def _triage_filter(
@@ -376,7 +378,7 @@ def _triage_filter(
     outer = "group_id" if via else "pk"
     for dimension in ("source", "execution_state", "release") if by_facets else ():
         if filters.get(dimension) == PRODUCTION_SOURCES and dimension == "source":
-            condition &= Q(having_production_records(group=outer))
+            condition &= having_production_records(via=via)
         elif filters.get(dimension):
             condition &= Q(_having_facet(dimension, filters[dimension], group=outer))
     if filters.get("q"):

@@ -37,7 +37,7 @@ TOOLS = ("getOrderDetail", "createRefund", "sendInvoice")
 
 def _items(prefix: str, days_back: range, *, per_day: int = 12) -> list[dict[str, Any]]:
     """Failures spread over whole UTC days (every other hour from midnight), in three tools
-    and two collections."""
+    and two collections; one in six from Quality Lab's runs."""
     items = []
     for back in days_back:
         midnight = datetime.combine(TODAY - timedelta(days=back), datetime.min.time(), UTC)
@@ -49,6 +49,7 @@ def _items(prefix: str, days_back: range, *, per_day: int = 12) -> list[dict[str
                     tool=TOOLS[number % 3],
                     collection=("shop", "billing")[number % 2],
                     retryable=number % 4 == 0,
+                    source="quality_lab" if number % 6 == 5 else "runtime",
                     occurred_at=_stamp(moment),
                 )
             )
@@ -136,7 +137,7 @@ def test_retention_drops_whole_days_and_every_counter_stays_exact(history: int) 
     assert run.records_deleted == history - FailureRecord.objects.count()
     assert run.records_deleted == 12 * 10
     stored = assert_exact()
-    assert sum(n for n, _, _ in stored.groups.values()) == FailureRecord.objects.count()
+    assert sum(n for n, *_ in stored.groups.values()) == FailureRecord.objects.count()
     groups = FailureGroup.objects.filter(pruned_count__gt=0)
     assert sum(g.pruned_count for g in groups) == run.records_deleted
     assert {g.pruned_before for g in groups} == {kept_from}

@@ -4,6 +4,7 @@ that pointed at a pruned record say so."""
 
 from __future__ import annotations
 
+import importlib
 import io
 import math
 import random
@@ -26,8 +27,9 @@ from django.utils import timezone
 
 from qualitylab.models import CaseResult, CaseRun, Collection, CollectionVersion, QualityCase
 from tests.factories import failure_item, runner_event_item
-from triage.intake.ingest import batch_ingest
+from triage.intake.ingest import DESK_CHANNEL, DESK_OWNER, DESK_SOURCES, batch_ingest
 from triage.models import (
+    QUALITY_LAB_SOURCE,
     FailureGroup,
     FailureGroupBucket,
     FailureGroupDay,
@@ -39,6 +41,7 @@ from triage.models import (
     RetentionStatus,
     RunnerEvent,
 )
+from triage.selectors import having_production_records
 from triage.tasks import prune_old_records
 from triage.upkeep import retention
 
@@ -131,22 +134,40 @@ def realistic_items(seed: int = 7) -> list[dict[str, Any]]:
                 occurred_at=_stamp(occurred),
             )
         )
+    # Quality Lab's own results, before and after the cutoff, in a group runtimes also
+    # report and in one of their own: the groups count them apart (quality_lab_count).
+    for number in range(6):
+        items.append(
+            failure_item(
+                f"lab-{seed}-{number}",
+                tool=("getOrderDetail", "labOnlyTool")[number % 2],
+                collection="shop",
+                source=QUALITY_LAB_SOURCE,
+                occurred_at=_stamp(CUTOFF + timedelta(days=(-2, 2)[number // 3 % 2], hours=number)),
+            )
+        )
     rng.shuffle(items)
     return items
 
 
 def ingest_all(items: list[dict[str, Any]], *, owner: str = "runtime-a") -> None:
     """A history older than retention keeps, loaded as if retention were off (ingest refuses
-    what the next prune would remove), so that a prune has something to remove."""
+    what the next prune would remove), so that a prune has something to remove. Quality
+    Lab's records come through the desk's own channel, as its runs send them."""
     with override_settings(TRIAGE_RETENTION_DAYS=0):
         for start in range(0, len(items), 70):
-            outcome = batch_ingest(owner=owner, items=items[start : start + 70])
-            assert outcome.all_stored, [item for item in outcome.items if item.error]
+            batch = items[start : start + 70]
+            lab = [item for item in batch if item["body"].get("source") in DESK_SOURCES]
+            runtime = [item for item in batch if item["body"].get("source") not in DESK_SOURCES]
+            for sender, channel, part in ((owner, "api", runtime), (DESK_OWNER, DESK_CHANNEL, lab)):
+                if part:
+                    outcome = batch_ingest(owner=sender, items=part, channel=channel)
+                    assert outcome.all_stored, [item for item in outcome.items if item.error]
 
 
 @dataclass
 class Counters:
-    groups: dict[tuple[str, ...], tuple[int, int, int]]
+    groups: dict[tuple[str, ...], tuple[int, int, int, int]]
     buckets: dict[tuple[tuple[str, ...], datetime], int]
     days: dict[tuple[tuple[str, ...], datetime], int]
     facets: dict[tuple[tuple[str, ...], str, str], int]
@@ -168,9 +189,11 @@ def stored_counters() -> Counters:
     keys = _group_keys()
     return Counters(
         groups={
-            keys[pk]: (count, retryable, contradictions)
-            for pk, count, retryable, contradictions in FailureGroup.objects.values_list(
-                "pk", "count", "retryable_count", "contradiction_count"
+            keys[pk]: (count, retryable, contradictions, quality_lab)
+            for pk, count, retryable, contradictions, quality_lab in (
+                FailureGroup.objects.values_list(
+                    "pk", "count", "retryable_count", "contradiction_count", "quality_lab_count"
+                )
             )
         },
         buckets={
@@ -204,7 +227,7 @@ def recomputed_counters() -> Counters:
     """The same numbers added up from the records that are there (groups at zero included,
     no bucket or facet row for what has no record)."""
     keys = _group_keys()
-    groups: dict[tuple[str, ...], list[int]] = {key: [0, 0, 0] for key in keys.values()}
+    groups: dict[tuple[str, ...], list[int]] = {key: [0, 0, 0, 0] for key in keys.values()}
     buckets: Counter[tuple[tuple[str, ...], datetime]] = Counter()
     days: Counter[tuple[tuple[str, ...], datetime]] = Counter()
     facets: Counter[tuple[tuple[str, ...], str, str]] = Counter()
@@ -229,6 +252,7 @@ def recomputed_counters() -> Counters:
         groups[key][0] += 1
         groups[key][1] += int(retryable)
         groups[key][2] += int(bool(contradictions))
+        groups[key][3] += int(source == QUALITY_LAB_SOURCE)
         hour = occurred.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
         buckets[(key, hour)] += 1
         days[(key, hour.replace(hour=0))] += 1
@@ -238,7 +262,7 @@ def recomputed_counters() -> Counters:
     for ((_, stage, reason, _), hour), count in buckets.items():
         reason_hours[(stage, reason, hour)] += count
     return Counters(
-        groups={key: (n, r, c) for key, (n, r, c) in groups.items()},
+        groups={key: (n, r, c, q) for key, (n, r, c, q) in groups.items()},
         buckets=dict(buckets),
         days=dict(days),
         facets=dict(facets),
@@ -932,3 +956,49 @@ def test_prune_locks_groups_in_ingest_order_so_the_two_queue_instead_of_deadlock
     assert run.status == RetentionStatus.DONE, run.error
     assert old_record_count() == 0
     assert_exact()
+
+
+@pytest.mark.django_db
+def test_a_group_whose_runtime_records_are_pruned_leaves_the_production_view() -> None:
+    """The page's default source reads two counters of the group (records and Quality Lab's
+    records): a prune that takes the runtime records out leaves Quality Lab's alone."""
+    ingest_all(
+        [
+            failure_item(
+                f"runtime-{n}", tool="mixedTool", occurred_at=_stamp(CUTOFF - timedelta(days=1))
+            )
+            for n in range(2)
+        ]
+        + [
+            failure_item(
+                f"lab-{n}",
+                tool="mixedTool",
+                source=QUALITY_LAB_SOURCE,
+                occurred_at=_stamp(CUTOFF + timedelta(days=1)),
+            )
+            for n in range(3)
+        ]
+    )
+    group = FailureGroup.objects.get(tool="mixedTool")
+    assert (group.count, group.quality_lab_count) == (5, 3)
+    assert FailureGroup.objects.filter(having_production_records(), pk=group.pk).exists()
+    prune()
+    group.refresh_from_db()
+    assert (group.count, group.quality_lab_count) == (3, 3)
+    assert not FailureGroup.objects.filter(having_production_records(), pk=group.pk).exists()
+    assert_exact()
+
+
+@pytest.mark.django_db
+def test_the_migration_counts_each_groups_quality_lab_records_from_its_facets() -> None:
+    from django.apps import apps
+
+    backfill = importlib.import_module(
+        "triage.migrations.0025_group_quality_lab_count"
+    ).backfill_quality_lab_counts
+    ingest_all(realistic_items())
+    expected = assert_exact().groups
+    assert any(q for *_, q in expected.values())
+    FailureGroup.objects.update(quality_lab_count=0)
+    backfill(apps, None)
+    assert stored_counters().groups == expected

@@ -46,6 +46,7 @@ from triage.intake.normalize import (
 )
 from triage.intake.storable import storable_item
 from triage.models import (
+    QUALITY_LAB_SOURCE,
     ApiKey,
     ApiKeyCollectionUse,
     AuditEvent,
@@ -87,7 +88,7 @@ _ECHOED_ID_CHARS = 64  # how much of an over-long id the answer and the ledger r
 # claims the source, is refused with a stable code (`reserved_owner`, `reserved_source`).
 DESK_OWNER = "quality_lab"
 DESK_CHANNEL = "quality_lab"
-DESK_SOURCES = frozenset({"quality_lab"})
+DESK_SOURCES = frozenset({QUALITY_LAB_SOURCE})
 # The per-item code for an item whose collection the batch's API key does not serve
 # (ApiKey.collections and ApiKey.team): refused and recorded, the rest of the batch stored.
 COLLECTION_NOT_ALLOWED = "collection_not_allowed"
@@ -260,6 +261,7 @@ class _GroupDelta:
     count: int = 0
     retryable: int = 0
     contradictions: int = 0
+    quality_lab: int = 0
     first_seen: datetime | None = None
     last_seen: datetime | None = None
     lane: str = ""
@@ -274,6 +276,7 @@ class _GroupDelta:
         self.line = (record.stage, record.reason)
         self.retryable += int(record.retryable)
         self.contradictions += int(bool(record.contradictions))
+        self.quality_lab += int(record.source == QUALITY_LAB_SOURCE)
         occurred = record.occurred_at
         if self.first_seen is None or occurred < self.first_seen:
             self.first_seen = occurred
@@ -1017,9 +1020,10 @@ _GROUP_KEY_TYPES = ("text", "text", "text", "text")
 # A new group's columns: its key, then what its first record says, then counters at zero
 # (the batch's UPDATE adds them, as for every other group).
 _GROUP_NEW = (*_GROUP_KEY, "reason_mapped", "first_seen", "last_seen", "lane", "count",
-              "retryable_count", "contradiction_count", "pruned_count", "status")  # fmt: skip
+              "retryable_count", "contradiction_count", "quality_lab_count", "pruned_count",
+              "status")  # fmt: skip
 _GROUP_NEW_TYPES = (*_GROUP_KEY_TYPES, "boolean", "timestamptz", "timestamptz", "text",
-                    "bigint", "bigint", "bigint", "bigint", "text")  # fmt: skip
+                    "bigint", "bigint", "bigint", "bigint", "bigint", "text")  # fmt: skip
 
 
 def _groups_for(
@@ -1040,7 +1044,7 @@ def _groups_for(
     adapt = connection.ops.adapt_datetimefield_value
     rows = [
         (*key, first[key].reason_mapped, adapt(first[key].occurred_at),
-         adapt(first[key].occurred_at), first[key].lane, 0, 0, 0, 0, GroupStatus.OPEN.value)
+         adapt(first[key].occurred_at), first[key].lane, 0, 0, 0, 0, 0, GroupStatus.OPEN.value)
         for key in missing
     ]  # fmt: skip
     with connection.cursor() as cursor:
@@ -1085,11 +1089,12 @@ _GROUP_TABLE = FailureGroup._meta.db_table
 # PostgreSQL and SQLite (UPDATE ... FROM, a CTE with named columns); only the names of the
 # two-argument min/max differ. Every SET expression reads the row as it was.
 _GROUP_UPDATE = """
-WITH d(id, n, r, c, fs, ls, lane, reopen, release) AS ({{source}})
+WITH d(id, n, r, c, q, fs, ls, lane, reopen, release) AS ({{source}})
 UPDATE {table} SET
     count = {table}.count + d.n,
     retryable_count = {table}.retryable_count + d.r,
     contradiction_count = {table}.contradiction_count + d.c,
+    quality_lab_count = {table}.quality_lab_count + d.q,
     first_seen = {least}({table}.first_seen, d.fs),
     last_seen = {greatest}({table}.last_seen, d.ls),
     lane = CASE WHEN {table}.last_seen <= d.ls THEN d.lane ELSE {table}.lane END,
@@ -1164,6 +1169,7 @@ def _apply_group_deltas(
             deltas[group_id].count,
             deltas[group_id].retryable,
             deltas[group_id].contradictions,
+            deltas[group_id].quality_lab,
             ops.adapt_datetimefield_value(deltas[group_id].first_seen),
             ops.adapt_datetimefield_value(deltas[group_id].last_seen),
             deltas[group_id].lane,
@@ -1179,8 +1185,8 @@ def _apply_group_deltas(
         unmute=_UNMUTE.format(table=_GROUP_TABLE),
     )
     stamp = ops.adapt_datetimefield_value(now)
-    types = ("bigint", "bigint", "bigint", "bigint", "timestamptz", "timestamptz", "text",
-             "boolean", "text")  # fmt: skip
+    types = ("bigint", "bigint", "bigint", "bigint", "bigint", "timestamptz", "timestamptz",
+             "text", "boolean", "text")  # fmt: skip
     # The placeholders after the source are all `now`: one in each of the four unmute tests
     # and the new status_changed_at.
     with connection.cursor() as cursor:

@@ -14,6 +14,7 @@ from django.db.models import Q
 
 from core.sql import row_sources
 from triage.models import (
+    QUALITY_LAB_SOURCE,
     FailureGroup,
     FailureGroupBucket,
     FailureGroupDay,
@@ -37,14 +38,15 @@ def subtract_counts(
     facets: Counter[tuple[int, str, str]],
     cutoff: datetime,
 ) -> None:
-    """Take removed records out of their groups (records, retryable, with contradictions),
-    hourly buckets, daily rollups and facets, in the caller's transaction, which holds the
-    groups' rows. A row left at zero goes, as if it had never been counted."""
+    """Take removed records out of their groups (records, retryable, with contradictions,
+    and Quality Lab's, which their source facets count), hourly buckets, daily rollups and
+    facets, in the caller's transaction, which holds the groups' rows. A row left at zero
+    goes, as if it had never been counted."""
     if not per_group:  # an empty day's partition
         return
     group_ids = sorted(per_group)
     try:
-        _subtract_from_groups(per_group)
+        _subtract_from_groups(per_group, facets)
         empty_buckets = _subtract(
             FailureGroupBucket._meta.db_table,
             ("group_id", "hour"),
@@ -121,17 +123,23 @@ def delete_ids(model: type[models.Model], ids: Sequence[int], *, extra_condition
     return deleted
 
 
-def _subtract_from_groups(per_group: dict[int, list[int]]) -> None:
+def _subtract_from_groups(
+    per_group: dict[int, list[int]], facets: Counter[tuple[int, str, str]]
+) -> None:
     table = FailureGroup._meta.db_table
-    rows = [(group_id, *per_group[group_id]) for group_id in sorted(per_group)]
+    rows = [
+        (group_id, *per_group[group_id], facets[(group_id, "source", QUALITY_LAB_SOURCE)])
+        for group_id in sorted(per_group)
+    ]
     changed = 0
     with connection.cursor() as cursor:
-        for source, params in row_sources(("bigint", "bigint", "bigint", "bigint"), rows):
+        for source, params in row_sources(("bigint",) * 5, rows):
             cursor.execute(
-                f"WITH d(group_id, n, r, c) AS ({source}) "
+                f"WITH d(group_id, n, r, c, q) AS ({source}) "
                 f"UPDATE {table} SET count = {table}.count - d.n, "
                 f"retryable_count = {table}.retryable_count - d.r, "
                 f"contradiction_count = {table}.contradiction_count - d.c, "
+                f"quality_lab_count = {table}.quality_lab_count - d.q, "
                 f"pruned_count = {table}.pruned_count + d.n "
                 f"FROM d WHERE {table}.id = d.group_id RETURNING id",
                 params,
