@@ -625,17 +625,14 @@ _MATCHING = "triage_matching_groups"
 _SUMS = "triage_window_sums"
 
 
-def _with_window_sums(
-    windows: list[tuple[datetime, datetime]], filters: dict[str, str], now: datetime, user: Any
+def _window_pieces(
+    windows: list[tuple[datetime, datetime]], now: datetime
 ) -> tuple[str, list[Any]] | None:
-    """The ``WITH`` clause of a statement that reads records per group in each window
-    (part 0, 1, ... in the order given), or None when no window has anything to read.
-    Each range of the windows' pieces is read once and summed per group (see _Piece.sql),
-    and the sums are joined once to the groups the filters match, which are found once, in
-    the first CTE (joining the pieces to the groups themselves made PostgreSQL read them
-    once per piece and test the source filter once per bucket row), so the page's query
-    count stays the same however a window is cut. The collections ``user`` may see are a
-    condition of that first CTE: the team filter joins, it adds no statement."""
+    """``SELECT part, group_id, total`` of every group's records in each window (part 0,
+    1, ... in the order given; a group's totals in a part add up to its records there), or
+    None when no window has anything to read. Each range of the windows' pieces is read
+    once and summed per group (see _Piece.sql), so the page's query count stays the same
+    however a window is cut."""
     uses: dict[_Piece, list[tuple[int, int]]] = {}
     for part, (start, end) in enumerate(windows):
         for piece in _WindowParts.of(start, end, now=now).pieces():
@@ -643,18 +640,45 @@ def _with_window_sums(
     if not uses:
         return None
     pieces = [piece.sql(piece_uses) for piece, piece_uses in uses.items()]
-    matching = FailureGroup.objects.filter(
+    return (
+        " UNION ALL ".join(sql for sql, _ in pieces),
+        [param for _, params in pieces for param in params],
+    )
+
+
+def _window_groups(
+    windows: list[tuple[datetime, datetime]], filters: dict[str, str], user: Any
+) -> QuerySet[FailureGroup]:
+    """The groups the filters show ``user`` that may have records in the windows (the
+    collections ``user`` may see are one more condition: the team filter joins, it adds no
+    statement)."""
+    return FailureGroup.objects.filter(
         _triage_filter(filters, user=user)
         & _seen_between(min(start for start, _ in windows), max(end for _, end in windows))
-    ).values("pk")
-    groups_sql, groups_params = matching.query.sql_with_params()
-    union = " UNION ALL ".join(sql for sql, _ in pieces)
+    ).order_by()
+
+
+def _with_window_sums(
+    windows: list[tuple[datetime, datetime]], filters: dict[str, str], now: datetime, user: Any
+) -> tuple[str, list[Any]] | None:
+    """The ``WITH`` clause of a statement that reads the matching groups' records in each
+    window (see _window_pieces), or None when no window has anything to read. The sums are
+    joined once to the groups the filters match, which are found once, in the first CTE
+    (joining the pieces to the groups themselves made PostgreSQL read them once per piece
+    and test the source filter once per bucket row)."""
+    union = _window_pieces(windows, now)
+    if union is None:
+        return None
+    union_sql, union_params = union
+    groups_sql, groups_params = (
+        _window_groups(windows, filters, user).values("pk").query.sql_with_params()
+    )
     return (
         f"WITH {_MATCHING}(id) AS MATERIALIZED ({groups_sql}), "
         f"{_SUMS}(part, group_id, total) AS (SELECT piece_sums.part, piece_sums.group_id, "
-        f"piece_sums.total FROM ({union}) piece_sums "
+        f"piece_sums.total FROM ({union_sql}) piece_sums "
         f"INNER JOIN {_MATCHING} ON {_MATCHING}.id = piece_sums.group_id)",
-        [*groups_params, *(param for _, params in pieces for param in params)],
+        [*groups_params, *union_params],
     )
 
 
@@ -699,27 +723,40 @@ def _groups_in_window(
     first among equals (sorted by PostgreSQL, not in Python): one statement, which reads
     every group's row only when it had records in the window (the counts and the group rows
     used to be two reads, each testing the filters on every matching group)."""
-    statement = _with_window_sums(
-        [(start, end), (start - (end - start), start)], filters, now, user
-    )
-    if statement is None:
-        return []
-    with_sums, params = statement
-    # Every group's columns as Django writes them for this database (its joins and its
-    # names); the join to the sums keeps those with records in the window.
-    groups = FailureGroup.objects.order_by().values_list(*_SUMMARY_COLUMNS)
+    windows = [(start, end), (start - (end - start), start)]
+    if _leaves_out_few(filters):
+        # Every group's pieces summed first, then joined to the group rows the filters
+        # keep: the group table is read once (at 1M records the 24h page's statement took
+        # about 3.5 ms less than finding the matching groups apart first).
+        union = _window_pieces(windows, now)
+        if union is None:
+            return []
+        head = ""
+        head_params: list[Any] = []
+        sums, sums_params = f"({union[0]}) piece_sums", union[1]
+        groups = _window_groups(windows, filters, user).values_list(*_SUMMARY_COLUMNS)
+    else:
+        # A filter that leaves out most groups: their pieces are dropped before summing
+        # (summing every group's week first took 8 ms more for one collection and lane).
+        statement = _with_window_sums(windows, filters, now, user)
+        if statement is None:
+            return []
+        (head, head_params), (sums, sums_params) = statement, (_SUMS, [])
+        groups = FailureGroup.objects.order_by().values_list(*_SUMMARY_COLUMNS)
+    # The groups' columns as Django writes them for this database (its joins and names);
+    # the join to the sums keeps those with records in the window.
     groups_sql, groups_params = groups.query.sql_with_params()
     sql = (
-        f"{with_sums} SELECT shown.*, counted.current, counted.previous "
-        f"FROM ({groups_sql}) shown INNER JOIN ("
-        f"SELECT group_id, CAST(SUM(CASE WHEN part = 0 THEN total ELSE 0 END) AS BIGINT) "
-        f"AS current, CAST(SUM(CASE WHEN part = 1 THEN total ELSE 0 END) AS BIGINT) AS previous "
-        f"FROM {_SUMS} GROUP BY group_id) counted ON counted.group_id = shown.pk "
+        f"{head} SELECT shown.*, counted.current, counted.previous FROM ({groups_sql}) shown "
+        f"INNER JOIN (SELECT group_id, "
+        f"CAST(SUM(CASE WHEN part = 0 THEN total ELSE 0 END) AS BIGINT) AS current, "
+        f"CAST(SUM(CASE WHEN part = 1 THEN total ELSE 0 END) AS BIGINT) AS previous "
+        f"FROM {sums} GROUP BY group_id) counted ON counted.group_id = shown.pk "
         f"WHERE counted.current > 0 "
         f"ORDER BY counted.current DESC, shown.last_seen DESC, shown.pk DESC"
     )
     with connections[groups.db].cursor() as cursor:  # the page's database (core.replica)
-        cursor.execute(sql, [*params, *groups_params])
+        cursor.execute(sql, [*head_params, *groups_params, *sums_params])
         rows = cursor.fetchall()
     width = len(_SUMMARY_COLUMNS)
     # PostgreSQL's cursor gives aware timestamps, each row as it is; SQLite's need reading.
@@ -843,12 +880,17 @@ class _Spark:
 # Filters a sparkline reads by reason (the reason buckets, less the groups they leave out):
 # the default view's and those that narrow it to one reason leave out few groups. Any other
 # filter leaves out most groups, which the groups' own buckets read for less.
-_LINE_FILTERS = frozenset({"status", "source", "stage", "reason"})
-
-
 def _by_reason(filters: dict[str, str]) -> bool:
+    return _leaves_out_few(
+        {name: value for name, value in filters.items() if name not in ("stage", "reason")}
+    )
+
+
+def _leaves_out_few(filters: dict[str, str]) -> bool:
+    """The default view's filters: a status of active or any, a source of production or
+    any. Any other filter leaves out most groups."""
     return (
-        set(filters) <= _LINE_FILTERS
+        set(filters) <= {"status", "source"}
         and filters.get("status", "active") in ("active", "all")
         and filters.get("source") in (None, PRODUCTION_SOURCES)  # none: any source
     )

@@ -566,7 +566,7 @@ def test_the_team_filter_is_part_of_the_window_statement(desk: SimpleNamespace) 
     client = signed_in(desk.viewer)
     with CaptureQueriesContext(connection) as queries:
         client.get("/?window=7d")
-    window_statements = [q["sql"] for q in queries if "triage_matching_groups" in q["sql"]]
+    window_statements = [q["sql"] for q in queries if "counted.current" in q["sql"]]
     assert len(window_statements) == 1
     assert "organisation_ownedcollection" in window_statements[0]
 

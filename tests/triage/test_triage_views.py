@@ -560,6 +560,15 @@ def test_a_sparkline_read_by_reason_leaves_out_the_groups_the_filters_leave_out(
         expected = spark_recount(overview, filters)
         assert shown == {key: expected.get(key, [0] * overview.spark_bins) for key in shown}
         assert shown, "every filter set shows a line"
+        # The rows' counts too, read by either shape of the window statement (the default
+        # view's sums every group first; a narrowing filter drops the others' pieces first).
+        current, before = (
+            records_per_group(start, end),
+            records_per_group(start - (end - start), start),
+        )
+        assert [(row.window_count, row.previous_count) for row in overview.groups_by_count] == [
+            (current[row.group.pk], before.get(row.group.pk, 0)) for row in overview.groups_by_count
+        ]
 
 
 def records_per_group(start: Any, end: Any) -> dict[int, int]:
