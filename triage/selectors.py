@@ -741,7 +741,8 @@ def _groups_in_window(
         statement = _with_window_sums(windows, filters, now, user)
         if statement is None:
             return []
-        (head, head_params), (sums, sums_params) = statement, (_SUMS, [])
+        head, head_params = statement
+        sums, sums_params = _SUMS, []
         groups = FailureGroup.objects.order_by().values_list(*_SUMMARY_COLUMNS)
     # The groups' columns as Django writes them for this database (its joins and names);
     # the join to the sums keeps those with records in the window.
@@ -877,10 +878,11 @@ class _Spark:
             yield stage, reason, hours * self.bins // self.hours, total
 
 
-# Filters a sparkline reads by reason (the reason buckets, less the groups they leave out):
-# the default view's and those that narrow it to one reason leave out few groups. Any other
-# filter leaves out most groups, which the groups' own buckets read for less.
 def _by_reason(filters: dict[str, str]) -> bool:
+    """Whether a sparkline reads by reason (the reason buckets, less the groups the filters
+    leave out): the default view's filters and those that narrow it to one reason leave out
+    few groups. Any other filter leaves out most groups, which the groups' own buckets read
+    for less."""
     return _leaves_out_few(
         {name: value for name, value in filters.items() if name not in ("stage", "reason")}
     )
