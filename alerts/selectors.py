@@ -48,9 +48,15 @@ from learning.models import Suggestion, SuggestionStatus
 from organisation.access import visible_q
 from qualitylab.models import CaseRun, RunStatus
 from qualitylab.selectors import previous_finished_run, run_scope
-from triage.models import FailureGroup, FailureGroupBucket, FailureGroupFacet, GroupStatus
+from triage.models import (
+    QUALITY_LAB_SOURCE,
+    FailureGroup,
+    FailureGroupBucket,
+    FailureGroupFacet,
+    GroupStatus,
+)
 from triage.receipts import operations_over_budget
-from triage.selectors import TEST_SOURCE, awaiting_reconciliation, having_production_records
+from triage.selectors import awaiting_reconciliation, having_production_records
 from triage.timebins import hour_floor
 
 # A kind that matches more than this many subjects in one evaluation reads no further.
@@ -189,7 +195,7 @@ def _selects(rule: Rule, group: FailureGroup, facets: dict[int, set[tuple[str, s
             return False
     mix = facets.get(group.pk, set())
     if rule.source == PRODUCTION_SOURCE:
-        if not any(name == "source" and value != TEST_SOURCE for name, value in mix):
+        if not any(name == "source" and value != QUALITY_LAB_SOURCE for name, value in mix):
             return False
     elif rule.source and ("source", rule.source) not in mix:
         return False

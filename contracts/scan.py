@@ -31,6 +31,7 @@ from contracts.models import (
     ToolDay,
 )
 from triage.models import (
+    QUALITY_LAB_SOURCE,
     AuditEvent,
     FailureRecord,
     Receipt,
@@ -39,7 +40,6 @@ from triage.models import (
     ToolPolicy,
 )
 from triage.receipts import outbound_calls
-from triage.selectors import TEST_SOURCE
 from triage.vocabulary.lanes import SUCCESS_EVENT
 
 SETTLE = timedelta(seconds=60)
@@ -158,7 +158,7 @@ def _records(work: _Work, mark: int, cutoff: datetime) -> list[int]:
             source,
         ) = row
         # Quality Lab's test runs say nothing of production: read past, never counted.
-        if not tool or source == TEST_SOURCE:
+        if not tool or source == QUALITY_LAB_SOURCE:
             continue
         envelope = envelope if isinstance(envelope, dict) else None
         next_action = next_action or (_dig(envelope, "retry.next_action") if envelope else "")

@@ -25,8 +25,7 @@ from django.utils import timezone
 from fixes import efficacy
 from fixes.models import FIGURES, SPANS, Fix, FixKind, Verdict
 from learning.models import Suggestion, SuggestionStatus
-from triage.models import FailureRecord, Receipt, RunnerEvent
-from triage.selectors import TEST_SOURCE
+from triage.models import QUALITY_LAB_SOURCE, FailureRecord, Receipt, RunnerEvent
 from triage.upkeep.retention import PrunedEvent
 from triage.vocabulary.lanes import SUCCESS_EVENT, SUCCESS_RESULTS
 
@@ -50,7 +49,7 @@ def _failures(fix: Fix) -> QuerySet[FailureRecord]:
     else:
         rows = FailureRecord.objects.filter(collection=fix.collection, tool=fix.tool)
     # Quality Lab's own runs are tests: they say nothing about production.
-    return rows.exclude(source=TEST_SOURCE)
+    return rows.exclude(source=QUALITY_LAB_SOURCE)
 
 
 def _runner_successes(fix: Fix) -> QuerySet[RunnerEvent]:
@@ -171,7 +170,7 @@ def carry_pruned_records(
 ) -> None:
     """Retention's hook, in its transaction before the records go (a batch of rows, or a
     whole day's partition: each unsettled fix reads only its own group's or tool's)."""
-    counted = records.exclude(source=TEST_SOURCE)
+    counted = records.exclude(source=QUALITY_LAB_SOURCE)
     earliest = counted.aggregate(earliest=Min("occurred_at"))["earliest"]
     if earliest is None:
         return

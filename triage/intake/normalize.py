@@ -17,6 +17,7 @@ from django.utils.dateparse import parse_datetime
 
 from core.collection_names import INVALID_COLLECTION_NAME, collection_name_problem
 from triage.intake.runner_events import failure_from_runner_event
+from triage.models import QUALITY_LAB_SOURCE
 from triage.vocabulary import taxonomy
 from triage.vocabulary.lanes import Sent
 
@@ -31,7 +32,7 @@ _BULKY_RUNNER_FIELDS = frozenset({"trace_steps", "output", "output_preview", "ar
 
 # What a runtime may send as a failure's source: quality_lab is the desk's own (refused
 # as reserved_source by the ingest path), so an error message never offers it.
-_RUNTIME_SOURCES = tuple(source for source in taxonomy.SOURCES if source != "quality_lab")
+_RUNTIME_SOURCES = tuple(source for source in taxonomy.SOURCES if source != QUALITY_LAB_SOURCE)
 
 
 class ItemError(Exception):
