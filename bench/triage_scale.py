@@ -677,7 +677,7 @@ def _serve(
     browser, api = clients(team=team)
     targets = endpoints(languages)
 
-    from django.template.backends.django import Template
+    from core.templates import Template  # the pages' template backend (settings.TEMPLATES)
 
     spent = {"sql": 0.0, "template": 0.0, "sql_in_template": 0.0}
     rendering = [False]

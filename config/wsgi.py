@@ -33,6 +33,9 @@ gc.freeze()
 # the default triage page at a million records. A young collection every 20,000 allocations
 # runs about one in three requests: 3.1 ms a request, 21 ms at worst, no full collection in
 # 60 requests. What it costs is that much more memory held by garbage between collections.
+# Since then the pages' template engine frees a page's context when the page is written
+# (core.templates): the busy triage page's rows no longer wait for a collection, which now
+# runs about one request in twenty (0.3 ms a request on average instead of 4.5).
 gc.set_threshold(YOUNG_COLLECTION_ALLOCATIONS, *gc.get_threshold()[1:])
 
 # The workers of one master share its batch slots (triage/intake/capacity.py): a batch takes any
