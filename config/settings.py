@@ -130,6 +130,9 @@ TEMPLATES = [
     }
 ]
 
+# Django's form renderer, with inputs and selects written in Python (core.widgets).
+FORM_RENDERER = "core.widgets.PythonWidgets"
+
 _DEFAULT_DATABASE_URL = f"sqlite:///{VAR_DIR / 'triage.sqlite3'}"
 DATABASE_URL = env_str("DATABASE_URL", _DEFAULT_DATABASE_URL)
 try:

@@ -12,12 +12,10 @@ from urllib.parse import parse_qsl, urlencode
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
 from django.core.exceptions import ValidationError
-from django.forms.renderers import DjangoTemplates
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, QueryDict
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.html import conditional_escape
 from django.utils.text import capfirst
 from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext as _
@@ -98,7 +96,6 @@ def triage_page(request: HttpRequest) -> HttpResponse:
             data["window"] = default_window
             form = TriageFilterForm(data, now=now)
     window = form.window_range(now=now)
-    form.renderer = _WIDGETS
     overview = selectors.triage_overview(
         start=window.start,
         end=window.end,
@@ -157,72 +154,6 @@ def _page_tool_badges(overview: selectors.TriageOverview) -> list[tuple[str, str
     return [(collection, tool, found[(collection, tool)]) for collection, tool in sorted(found)]
 
 
-class _PythonWidgets(DjangoTemplates):
-    """Django's form renderer, except that selects and inputs are written here, as Django's
-    widget templates write them (select.html, select_option.html, input.html and
-    attrs.html): the triage page's two forms have a dozen selects and some sixty options,
-    and rendering each option through its template include was a tenth of the page."""
-
-    def render(self, template_name: str, context: dict[str, Any], request: Any = None) -> str:
-        if template_name in _INPUT_TEMPLATES:
-            widget = context["widget"]
-            value = widget["value"]
-            shown = "" if value is None else f' value="{_escaped(value)}"'
-            return (
-                f'<input type="{_escaped(widget["type"])}" name="{_escaped(widget["name"])}"'
-                f"{shown}{_attributes(widget['attrs'])}>"
-            )
-        if template_name == _SELECT and all(
-            option["template_name"] == _OPTION
-            for _name, options, _index in context["widget"]["optgroups"]
-            for option in options
-        ):
-            return _select(context["widget"])
-        return super().render(template_name, context, request)
-
-
-_SELECT = "django/forms/widgets/select.html"
-_OPTION = "django/forms/widgets/select_option.html"
-_INPUT_TEMPLATES = frozenset(
-    f"django/forms/widgets/{name}.html"
-    for name in ("input", "text", "number", "datetime", "date", "search", "hidden")
-)
-
-
-def _select(widget: dict[str, Any]) -> str:
-    html = [f'<select name="{_escaped(widget["name"])}"{_attributes(widget["attrs"])}>']
-    for group_name, options, _index in widget["optgroups"]:
-        if group_name:
-            html.append(f'\n  <optgroup label="{_escaped(group_name)}">')
-        html += [
-            f'\n  <option value="{_escaped(option["value"])}"{_attributes(option["attrs"])}>'
-            f"{_escaped(option['label'])}</option>\n"
-            for option in options
-        ]
-        if group_name:
-            html.append("\n  </optgroup>")
-    html.append("\n</select>")
-    return "".join(html)
-
-
-def _attributes(attrs: dict[str, Any]) -> str:
-    """What attrs.html writes: ' name="value"', a bare ' name' for True, nothing for False."""
-    return "".join(
-        f" {_escaped(name)}" if value is True else f' {_escaped(name)}="{_escaped(value)}"'
-        for name, value in attrs.items()
-        if value is not False
-    )
-
-
-def _escaped(value: Any) -> str:
-    """As a template writes a value: as it is when it is safe, else escaped."""
-    return str(conditional_escape(value))
-
-
-# The triage page's forms write their widgets with it.
-_WIDGETS = _PythonWidgets()
-
-
 BULK_DRAFT = "bulk"
 
 
@@ -230,7 +161,6 @@ def _bulk_form(request: HttpRequest) -> BulkActionForm:
     """The bulk bar's form: bound to what was typed when the last try was refused."""
     draft = draft_take(request, key=BULK_DRAFT) if request.user.is_authenticated else None
     form = BulkActionForm(draft, user=request.user) if draft else BulkActionForm()
-    form.renderer = _WIDGETS
     return form
 
 
