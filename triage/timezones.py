@@ -9,8 +9,9 @@ Django's current time zone is set to it for the request (triage.middleware), so 
 from __future__ import annotations
 
 import zoneinfo
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, time, timedelta, tzinfo
+from datetime import date, datetime, time, timedelta, tzinfo
 from functools import cache
 
 from django.conf import settings
@@ -80,7 +81,11 @@ def zone_for_request(request: HttpRequest) -> PersonZone:
 def abbreviation(moment: datetime | None = None) -> str:
     """The current zone's short name at a moment ("KST", "CET"/"CEST"); zones without one
     read as their offset ("UTC+05:45"), never as a bare "+0545"."""
-    local = timezone.localtime(moment or timezone.now())
+    return _zone_label(timezone.localtime(moment or timezone.now()))
+
+
+def _zone_label(local: datetime) -> str:
+    """abbreviation() of a moment already in the current zone."""
     name = local.tzname() or ""
     if name and name[0] not in "+-":
         return name
@@ -181,12 +186,42 @@ def _format_pieces(format_string: str) -> tuple[tuple[str, bool], ...]:
 def moment_text(moment: datetime, style: str = "short", *, zone: bool = False) -> str:
     """A moment in the current zone and language, in one of MOMENT_FORMATS' styles, followed
     by the zone's short name when `zone` is set ('Dec 5 18:41 KST')."""
-    formatter = _DeskDateFormat(timezone.localtime(moment))
-    text = "".join(
-        str(getattr(formatter, piece)()) if character else piece
-        for piece, character in _format_pieces(str(get_format(MOMENT_FORMATS[style])))
-    )
-    return f"{text} {abbreviation(moment)}" if zone else text
+    return moment_writer(style, zone=zone)(moment)
+
+
+# The format characters whose text depends on the local date alone (the day, the month and
+# its name, the year, the weekday's name).
+_DATE_CHARACTERS = frozenset("DMFjnYy")
+
+
+def moment_writer(style: str = "short", *, zone: bool = False) -> Callable[[datetime], str]:
+    """moment_text(moment, style, zone=zone) for the many moments of one page: the current
+    zone and the style's format are looked up once, and a date's words (its month's name,
+    its weekday's) once per local day, instead of once per moment through the translation
+    machinery. The group page's timeline titles each of its 336 hours with one."""
+    current = timezone.get_current_timezone()
+    pieces = _format_pieces(str(get_format(MOMENT_FORMATS[style])))
+    dates: dict[tuple[date, str], str] = {}
+
+    def write(moment: datetime) -> str:
+        local = timezone.localtime(moment, current)
+        formatter = _DeskDateFormat(local)
+        day = local.date()
+        texts = []
+        for piece, character in pieces:
+            if not character:
+                texts.append(piece)
+            elif piece in _DATE_CHARACTERS:
+                text = dates.get((day, piece))
+                if text is None:
+                    text = dates[(day, piece)] = str(getattr(formatter, piece)())
+                texts.append(text)
+            else:
+                texts.append(str(getattr(formatter, piece)()))
+        text = "".join(texts)
+        return f"{text} {_zone_label(local)}" if zone else text
+
+    return write
 
 
 def moment_title(moment: datetime) -> str:

@@ -32,8 +32,10 @@ from triage.timezones import (
     COOKIE,
     DESK_FORMAT_CHARACTERS,
     MOMENT_FORMATS,
+    abbreviation,
     local_span,
     moment_text,
+    moment_writer,
     moment_title,
     relative_text,
     tomorrow_morning,
@@ -114,6 +116,25 @@ def test_a_moment_is_written_as_djangos_date_format_writes_it(language: str) -> 
                 for style, format_string in formats.items():
                     expected = _DjangosWay(local).format(format_string)
                     assert moment_text(moment, style) == expected, (zone, moment, style)
+
+
+@pytest.mark.parametrize("language", [code for code, _name in settings.LANGUAGES])
+def test_one_writer_writes_many_moments_as_each_is_written_alone(language: str) -> None:
+    """moment_writer keeps a date's words (its month's name, its weekday's) per local day:
+    one writer over three days of hours, across Berlin's change of daylight saving time and
+    each zone's midnights, writes every moment as Django's date format writes it, its zone's
+    short name after it when asked."""
+    start = datetime(2026, 10, 23, 20, 30, tzinfo=UTC)
+    for zone in (zoneinfo.ZoneInfo("Europe/Berlin"), zoneinfo.ZoneInfo("Asia/Kolkata"), SEOUL):
+        with translation.override(language), timezone.override(zone):
+            for style, setting in MOMENT_FORMATS.items():
+                format_string = str(get_format(setting))
+                plain, zoned = moment_writer(style), moment_writer(style, zone=True)
+                for hour in range(72):
+                    moment = start + timedelta(hours=hour)
+                    expected = _DjangosWay(timezone.localtime(moment)).format(format_string)
+                    assert plain(moment) == expected, (zone, moment, style)
+                    assert zoned(moment) == f"{expected} {abbreviation(moment)}"
 
 
 def test_the_hover_says_the_full_date_time_and_zone() -> None:

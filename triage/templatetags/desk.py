@@ -14,7 +14,7 @@ from django.urls import reverse
 from django.utils.dateparse import parse_datetime
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
-from django.utils.timezone import localtime
+from django.utils.timezone import get_current_timezone, localtime
 from django.utils.translation import get_language, gettext, ngettext, pgettext
 
 from triage.models import GroupAction, GroupStatus
@@ -23,6 +23,7 @@ from triage.timezones import (
     abbreviation,
     moment_text,
     moment_title,
+    moment_writer,
     relative_text,
 )
 from triage.vocabulary import taxonomy
@@ -131,23 +132,25 @@ def timeline(values: list[int], start: datetime, height: int = 80) -> SafeString
     bars: list[str] = []
     days: list[str] = []
     zone = abbreviation(start)
+    current = get_current_timezone()
+    bar_title, day_label = moment_writer(zone=True), moment_writer("day")
     for index, value in enumerate(values):
         # In the person's time zone: a day starts at their midnight (the bar holding it,
         # at :30 in a zone half an hour off UTC).
-        hour = localtime(start + timedelta(hours=index))
+        hour = localtime(start + timedelta(hours=index), current)
         if value:
             bar = max(1.0, value / top * (height - 1))
             bars.append(
                 f'<rect x="{index * step:.3f}%" y="{height - bar:.1f}" '
                 f'width="{max(step, 0.15):.3f}%" height="{bar:.1f}">'
-                f"<title>{escape(moment_text(hour, zone=True))} · {value}</title></rect>"
+                f"<title>{escape(bar_title(hour))} · {value}</title></rect>"
             )
         if hour.hour == 0:
             alternate = " alternate" if len(days) % 2 else ""
             days.append(
                 f'<line class="tick" x1="{index * step:.3f}%" x2="{index * step:.3f}%" '
                 f'y1="0" y2="4"></line><text class="day{alternate}" x="{index * step:.3f}%" '
-                f'y="15">{escape(moment_text(hour, "day"))}</text>'
+                f'y="15">{escape(day_label(hour))}</text>'
             )
     peak_label = gettext("peak %(count)s per hour") % {"count": f"{top:,}"}
     summary = gettext("Records per hour over the last %(days)s days, %(peak)s") % {
