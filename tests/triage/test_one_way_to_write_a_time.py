@@ -35,8 +35,8 @@ from triage.timezones import (
     abbreviation,
     local_span,
     moment_text,
-    moment_writer,
     moment_title,
+    moment_writer,
     relative_text,
     tomorrow_morning,
 )
