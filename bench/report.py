@@ -34,9 +34,11 @@ def table(results: list[dict[str, Any]]) -> str:
     for result in sorted(results, key=lambda item: item["bench"]):
         machine = result.get("machine", {})
         load = "/".join(str(value) for value in machine.get("load_average", [])[:1])
+        probe = machine.get("speed_probe_ms")
         measured = (
             f"{result['date'][:10]}, {machine.get('cores', '?')} cores, load {load or '?'}, "
-            f"`{result.get('commit') or '?'}`"
+            + (f"probe {probe} ms, " if probe is not None else "")
+            + f"`{result.get('commit') or '?'}`"
         )
         if result.get("broken"):
             paths = ", ".join(result["broken"])

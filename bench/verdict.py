@@ -29,7 +29,8 @@ denominator gives ``None``, which a judge reports as a miss.
 A benchmark that names itself (``Verdicts(bench="ingest")``) writes its result when it
 gives its exit status: ``bench/results/<bench>.json`` (``--results-dir`` elsewhere), with
 each target's verdict and text, each path's check, the date, the commit and the machine
-(cores, CPU model, load average). ``make bench-report`` (``bench/report.py``) turns the
+(cores, CPU model, load average, and a fixed piece of Python timed as the run ends:
+``speed_probe_ms``). ``make bench-report`` (``bench/report.py``) turns the
 newest result of each benchmark into the table of ``docs/benchmarks.md``.
 """
 
@@ -37,9 +38,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import subprocess
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -79,7 +82,28 @@ def machine() -> dict[str, object]:
     except OSError:
         pass
     load = os.getloadavg() if hasattr(os, "getloadavg") else (0.0, 0.0, 0.0)
-    return {"cores": os.cpu_count(), "cpu": model, "load_average": [round(x, 2) for x in load]}
+    return {
+        "cores": os.cpu_count(),
+        "cpu": model,
+        "load_average": [round(x, 2) for x in load],
+        "speed_probe_ms": speed_probe_ms(),
+    }
+
+
+def speed_probe_ms(rounds: int = 5) -> float:
+    """How fast the machine was when the run ended: one fixed piece of pure Python (20,000
+    rows made, sorted and written as table cells, as a page's rows are), its best time of
+    ``rounds``. These machines' speed varies severalfold from day to day: a page's absolute
+    figure reads against this one, measured by the same code on the same day (a smaller
+    figure is a faster machine)."""
+    best = math.inf
+    for _ in range(rounds):
+        started = time.perf_counter()
+        rows = [(index * 7919 % 1000, f"row-{index}") for index in range(20_000)]
+        rows.sort()
+        "".join(f"<td>{count:,}</td><td>{name}</td>" for count, name in rows)
+        best = min(best, time.perf_counter() - started)
+    return round(best * 1000, 1)
 
 
 def _git(*args: str) -> str:

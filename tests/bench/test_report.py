@@ -21,6 +21,7 @@ def test_a_run_writes_its_targets_machine_and_commit(tmp_path: Path) -> None:
     result = json.loads((tmp_path / "ingest.json").read_text())
     assert result["targets"] == [{"label": "fast >= 3x", "met": False, "text": "fast 2.5x naive"}]
     assert result["machine"]["cores"] >= 1
+    assert result["machine"]["speed_probe_ms"] > 0
     assert result["date"] and "commit" in result
 
 
@@ -36,6 +37,18 @@ def test_the_page_shows_missed_targets_and_broken_paths_without_figures(tmp_path
     assert "| `ingest` | fast >= 3x | **missed** | fast 2.5x naive |" in text
     assert "| `scrub` | fast >= 3x | met |" in text
     assert "| `crowded` | every target | BROKEN | fast failed its check: no figure |" in text
+    assert text.count(" ms, `") == 3  # each row's machine: its speed probe, then its commit
+
+
+def test_a_result_from_before_the_speed_probe_shows_none() -> None:
+    result = {
+        "bench": "ingest",
+        "date": "2026-12-05T10:00:00+00:00",
+        "commit": "4b1b399",
+        "machine": {"cores": 2, "load_average": [1.5]},
+        "targets": [{"label": "fast", "met": True, "text": "fast 5600 records/s"}],
+    }
+    assert "| 2026-12-05, 2 cores, load 1.5, `4b1b399` |" in report.table([result])
 
 
 def test_a_page_without_markers_is_refused(tmp_path: Path) -> None:
