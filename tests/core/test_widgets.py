@@ -34,7 +34,7 @@ from triage.forms import (
 pytestmark = pytest.mark.django_db
 
 
-def _both(form: forms.Form) -> tuple[str, str]:
+def _both(form: forms.BaseForm) -> tuple[str, str]:
     html = []
     for renderer in (DjangoTemplates(), PythonWidgets()):
         form.renderer = renderer
@@ -83,7 +83,7 @@ ODD = {
     "target": "http://127.0.0.1/",
     "status": "any",
 }
-FORMS: dict[str, Callable[[Any, Any], forms.Form]] = {
+FORMS: dict[str, Callable[[Any, Any], forms.BaseForm]] = {
     "bulk": lambda data, user: BulkActionForm(data, user=user),
     "group action": lambda data, user: GroupActionForm(data, user=user),
     "group records": lambda data, user: GroupRecordsForm(data),
