@@ -353,14 +353,14 @@ def test_look_alikes_of_the_added_shapes_stay(text: str) -> None:
 def test_the_added_patterns_stay_linear_on_hostile_text(unit: str) -> None:
     small = unit * (20_000 // len(unit))
     large = unit * (40_000 // len(unit))
-    timings = []
-    for text in (small, large):
-        best = float("inf")
-        for _ in range(3):
+    # Each size's best of five, the two sizes taken in turn: a busy moment of the machine
+    # slows both, not only the one measured during it.
+    timings = [float("inf"), float("inf")]
+    for _ in range(5):
+        for index, text in enumerate((small, large)):
             started = time.perf_counter()
             client_scrub.scrub_text(text)
-            best = min(best, time.perf_counter() - started)
-        timings.append(best)
+            timings[index] = min(timings[index], time.perf_counter() - started)
     assert timings[1] < 1.0, timings
     # Twice the text, about twice the time (a quadratic pattern would take four times).
     assert timings[1] < 3.0 * timings[0] + 0.005, timings
