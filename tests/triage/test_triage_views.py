@@ -780,6 +780,69 @@ def test_one_source_row_shows_no_mix(mixed_sources: Any, client_as: Any) -> None
     assert body.count('class="small muted source-mix"') == 1  # only the mixed getCart row
 
 
+def _overview(client: Client, url: str) -> Any:
+    response = client.get(url)
+    assert response.status_code == 200
+    return response.context["overview"]
+
+
+def test_a_row_mixes_the_states_and_sources_of_its_own_groups_only(
+    ingest_client: APIClient, client_as: Any
+) -> None:
+    """A group seen before and after a past window, but quiet in it, is not one of the row's
+    groups: its Quality Lab record is not in the row's mix (the page's read of the facets
+    finds it, since it was seen across the window)."""
+    now = timezone.now().replace(second=0, microsecond=0)
+    ago = lambda days: (now - timedelta(days=days)).isoformat()  # noqa: E731
+    ingest(
+        ingest_client,
+        [
+            failure_item(tool="inWindow", occurred_at=ago(9), execution_state="started_unknown"),
+            failure_item(tool="quietInWindow", occurred_at=ago(12)),
+        ],
+    )
+    _from_quality_lab(failure_item(tool="quietInWindow", occurred_at=ago(5), source="quality_lab"))
+    since, until = ((now - timedelta(days=d)).strftime("%Y-%m-%dT%H:%M") for d in (10, 8))
+    client = client_as("viewer")
+    overview = _overview(client, f"/?window=custom&since={since}&until={until}")
+    (row,) = [row for section in overview.sections for row in section.rows]
+    assert [group.group.tool for group in row.groups] == ["inWindow"]
+    assert row.source_mix == {"runtime": 1}
+    assert row.state_mix == {"started_unknown": 1}
+
+    # The last 30 days hold both groups.
+    overview = _overview(client, "/?window=30d")
+    (row,) = [row for section in overview.sections for row in section.rows]
+    assert {group.group.tool for group in row.groups} == {"inWindow", "quietInWindow"}
+    assert row.source_mix == {"runtime": 2, "quality_lab": 1}
+    assert sum(row.state_mix.values()) == 3 and row.state_mix["started_unknown"] >= 1
+
+
+def _from_quality_lab(*items: dict[str, Any]) -> None:
+    """Quality Lab's records come only through its own channel."""
+    outcome = batch_ingest(owner=DESK_OWNER, channel=DESK_CHANNEL, items=list(items))
+    assert outcome.as_dict()["accepted"] == len(items)
+
+
+def test_a_rows_mix_leaves_out_the_groups_the_filters_hide(
+    ingest_client: APIClient, client_as: Any
+) -> None:
+    """A group only Quality Lab reports is not the production view's, nor are its records
+    in the mix of the reason it shares with a production group."""
+    ingest(ingest_client, [failure_item(tool="inProduction", occurred_at=recent())])
+    _from_quality_lab(
+        *(failure_item(tool="inTheLab", occurred_at=recent(), source="quality_lab") for _ in "ab")
+    )
+
+    def mix(query: str) -> dict[str, int]:
+        overview = _overview(client_as("viewer"), f"/{query}")
+        (row,) = [row for section in overview.sections for row in section.rows]
+        return row.source_mix
+
+    assert mix("") == {"runtime": 1}
+    assert mix("?source=any") == {"quality_lab": 2, "runtime": 1}
+
+
 def test_bulk_action_without_source_in_its_query_acts_on_production(
     mixed_sources: Any, client_as: Any
 ) -> None:
