@@ -183,6 +183,10 @@ if DATABASE_REPLICA_URL:
     _replica["TEST"] = {"MIRROR": "default"}
     DATABASES["replica"] = _replica
 DATABASE_ROUTERS = ["core.replica.ReplicaRouter"]
+# A busy page runs some of its statements on a second connection while it goes on
+# (core/side_reads.py); this many side threads per process, each with its own connection.
+TRIAGE_SIDE_READS = env_bool("TRIAGE_SIDE_READS", True)
+TRIAGE_SIDE_READ_THREADS = env_int("TRIAGE_SIDE_READ_THREADS", 4, minimum=1)
 TRIAGE_REPLICA_MAX_LAG_SECONDS = env_float("TRIAGE_REPLICA_MAX_LAG_SECONDS", 5.0)
 if TRIAGE_REPLICA_MAX_LAG_SECONDS <= 0:
     raise ImproperlyConfigured("TRIAGE_REPLICA_MAX_LAG_SECONDS must be more than 0.")

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -10,6 +10,7 @@ from django.db import connection
 from hypothesis import settings as hypothesis_settings
 from rest_framework.test import APIClient
 
+from core.side_reads import close_side_connections
 from triage.services import api_key_create
 
 REQUIRE_SERVICES = os.environ.get("REQUIRE_SERVICES") == "1"
@@ -76,6 +77,15 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
             if REQUIRE_SERVICES:
                 pytest.fail(f"REQUIRE_SERVICES=1 but this test {missing}", pytrace=False)
             pytest.skip(missing)
+
+
+@pytest.fixture(autouse=True)
+def _side_connections_closed() -> Iterator[None]:
+    """A test that read beside its page (core.side_reads: outside a transaction, on
+    PostgreSQL) leaves no connection open: the test database is flushed after it and
+    dropped at the end."""
+    yield
+    close_side_connections()
 
 
 @pytest.fixture

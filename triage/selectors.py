@@ -25,6 +25,7 @@ from django.utils import timezone
 from django.utils.translation import get_language, gettext, gettext_lazy
 
 from core.http import strong_etag
+from core.side_reads import SideRead, read_beside
 from organisation.access import is_admin, seen_by
 from organisation.models import Team
 from triage.models import (
@@ -608,15 +609,6 @@ _TIME_FIELDS: dict[type[Any], str] = {
 }
 
 
-def _plain_rows(rows: QuerySet[Any, tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-    """The tuples of a values_list of plain columns (ints and text), fetched by the cursor
-    without Django's per-value conversion: thousands of groups per page load."""
-    sql, params = rows.query.sql_with_params()
-    with connections[rows.db].cursor() as cursor:  # the page's database (core.replica)
-        cursor.execute(sql, params)
-        return cursor.fetchall()
-
-
 # The CTEs of a window statement: the ids of the groups the filters match, and the
 # (part, group_id, total) rows of every window's pieces.
 _MATCHING = "triage_matching_groups"
@@ -825,10 +817,11 @@ class _Spark:
         days = (day_floor(end) - first).days + 1
         return cls(first, days * 24, min(days, SPARK_MAX_BINS), daily=True)
 
-    def sums(self, filters: dict[str, str], user: Any) -> Iterator[tuple[str, str, int, int]]:
-        """(stage, reason, bin, records) of the groups the page's filters show ``user``:
-        summed in SQL per hour or day, binned here. Read by reason when the filters leave
-        out few groups (see _by_reason), else from the groups' own buckets."""
+    def read(self, filters: dict[str, str], user: Any) -> SideRead:
+        """The records of the groups the page's filters show ``user``, summed in SQL per
+        (stage, reason, hour or day), started beside the page (core.side_reads); bars()
+        bins them. Read by reason when the filters leave out few groups (see _by_reason),
+        else from the groups' own buckets."""
         model = FailureGroupDay if self.daily else FailureGroupBucket
         database = connections[router.db_for_read(model)]  # the page's (core.replica)
         # Nothing after the last bin: a window that ended in the past does not pile
@@ -866,9 +859,10 @@ class _Spark:
                     f"{left_sql}) lines GROUP BY stage, reason, {hour}"
                 )
                 params = [*params, *left_params, adapt(self.start), adapt(after)]
-        with database.cursor() as cursor:
-            cursor.execute(sql, params)
-            rows = cursor.fetchall()
+        return read_beside(sql, params, using=database.alias)
+
+    def bars(self, rows: Iterable[tuple[Any, ...]]) -> Iterator[tuple[str, str, int, int]]:
+        """(stage, reason, bin, records) of the rows of read()."""
         # A day's line has about 25 distinct hours among a thousand rows or more: each
         # moment's bar is worked out once.
         bar_of: dict[Any, int] = {}
@@ -879,7 +873,7 @@ class _Spark:
             if bar is None:
                 hours = int((_moment(moment) - self.start).total_seconds() // 3600)
                 bar = bar_of[moment] = hours * self.bins // self.hours
-            yield stage, reason, bar, total
+            yield stage, reason, bar, int(total)  # PostgreSQL sums bigints as numeric
 
 
 def _by_reason(filters: dict[str, str]) -> bool:
@@ -1028,11 +1022,27 @@ def triage_overview(
     thousands of ids. The collections ``user`` may see are one more condition of each of
     those reads, so the page's query count is the same with teams as without.
     """
+    # The sparkline's and the facets' statements run beside the window statement, on a
+    # second connection (core.side_reads): each needs only the filters.
+    spark = _Spark.of(start, end)
+    spark_sums = spark.read(filters, user)
+    # Execution states and sources in one read: the page's query count stays the same.
+    # Of the groups on the page: the read may find more, which are passed over here.
+    facets_sql, facets_params = (
+        FailureGroupFacet.objects.filter(
+            _triage_filter(filters, via="group__", by_facets=False, user=user),
+            _seen_between(start, end, via="group__"),
+            dimension__in=("execution_state", "source"),
+            count__gt=0,
+        )
+        .values_list("group_id", "dimension", "value", "count")
+        .query.sql_with_params()
+    )
+    facets = read_beside(facets_sql, facets_params, using=router.db_for_read(FailureGroupFacet))
     # Largest first, newest first among equals (sorted in SQL).
     groups = _groups_in_window(
         start=start, end=end, filters=filters, now=now or timezone.now(), user=user
     )
-    spark = _Spark.of(start, end)
     by_key: dict[tuple[str, str], ReasonRow] = {}
     line_of_group: dict[int, ReasonRow] = {}
     for row in groups:
@@ -1055,19 +1065,11 @@ def triage_overview(
     # What is not on the page is skipped: with the 1h window the line spans the day, and
     # so also counts the reason's matching groups that were quiet in the last hour.
     last_bin = spark.bins - 1
-    for stage, reason, index, count in spark.sums(filters, user):
+    for stage, reason, index, count in spark.bars(spark_sums.rows()):
         line = by_key.get((stage, reason))
         if line is not None:
             line.spark[min(last_bin, max(0, index))] += count
-    # Execution states and sources in one read: the page's query count stays the same.
-    # Of the groups on the page: the read may find more, which are passed over here.
-    facets = FailureGroupFacet.objects.filter(
-        _triage_filter(filters, via="group__", by_facets=False, user=user),
-        _seen_between(start, end, via="group__"),
-        dimension__in=("execution_state", "source"),
-        count__gt=0,
-    ).values_list("group_id", "dimension", "value", "count")
-    for group_id, dimension, value, count in _plain_rows(facets):
+    for group_id, dimension, value, count in facets.rows():
         line = line_of_group.get(group_id)
         if line is not None:
             mix = line.state_mix if dimension == "execution_state" else line.source_mix

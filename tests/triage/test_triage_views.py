@@ -780,6 +780,39 @@ def test_one_source_row_shows_no_mix(mixed_sources: Any, client_as: Any) -> None
     assert body.count('class="small muted source-mix"') == 1  # only the mixed getCart row
 
 
+@pytest.mark.django_db(transaction=True)
+def test_the_triage_page_reads_beside_itself_the_same_rows_in_as_many_queries(
+    traffic: Any, client_as: Any, settings: Any
+) -> None:
+    """On PostgreSQL, outside a transaction, the page reads its sparkline and facets on a
+    second connection while it reads its groups (core.side_reads): the same rows, and
+    the same number of statements, as read in turn."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    client = client_as("operator")
+
+    def shown(side_reads: bool) -> tuple[Any, int, int]:
+        settings.TRIAGE_SIDE_READS = side_reads
+        with CaptureQueriesContext(connection) as queries:
+            response = client.get("/?window=24h")
+        assert response.status_code == 200
+        rows = [
+            (row.stage, row.reason, row.count, row.spark, row.state_mix, row.source_mix)
+            for section in response.context["overview"].sections
+            for row in section.rows
+        ]
+        beside = sum("beside the page" in query["sql"] for query in queries.captured_queries)
+        return rows, len(queries), beside
+
+    in_turn, statements, none_beside = shown(False)
+    beside, statements_beside, read_beside = shown(True)
+    assert beside == in_turn and len(in_turn) == 3
+    assert any(sum(row[3]) for row in in_turn) and all(row[4] for row in in_turn)
+    assert statements_beside == statements and none_beside == 0
+    assert read_beside == (2 if connection.vendor == "postgresql" else 0)
+
+
 def _overview(client: Client, url: str) -> Any:
     response = client.get(url)
     assert response.status_code == 200
