@@ -790,7 +790,13 @@ def test_the_triage_page_reads_beside_itself_the_same_rows_in_as_many_queries(
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
+    # A record in the window before: a trend to read.
+    ingest(
+        traffic,
+        [failure_item(occurred_at=recent(60 * 30), tool="getDelivery", collection="logistics")],
+    )
     client = client_as("operator")
+    shown_of_a_row = ("reason", "count", "previous_count", "spark", "state_mix", "source_mix")
 
     def shown(side_reads: bool) -> tuple[Any, int, int]:
         settings.TRIAGE_SIDE_READS = side_reads
@@ -798,7 +804,7 @@ def test_the_triage_page_reads_beside_itself_the_same_rows_in_as_many_queries(
             response = client.get("/?window=24h")
         assert response.status_code == 200
         rows = [
-            (row.stage, row.reason, row.count, row.spark, row.state_mix, row.source_mix)
+            [getattr(row, name) for name in shown_of_a_row]
             for section in response.context["overview"].sections
             for row in section.rows
         ]
@@ -808,6 +814,7 @@ def test_the_triage_page_reads_beside_itself_the_same_rows_in_as_many_queries(
     in_turn, statements, none_beside = shown(False)
     beside, statements_beside, read_beside = shown(True)
     assert beside == in_turn and len(in_turn) == 3
+    assert any(row[2] for row in in_turn)  # a trend
     assert any(sum(row[3]) for row in in_turn) and all(row[4] for row in in_turn)
     assert statements_beside == statements and none_beside == 0
     assert read_beside == (2 if connection.vendor == "postgresql" else 0)
