@@ -1179,18 +1179,27 @@ GROUP_RELEASES_SHOWN = 20
 def group_releases(*, group: FailureGroup, limit: int = GROUP_RELEASES_SHOWN) -> list[ReleaseSeen]:
     """The group's records per release, the most recently seen first, with "" for records
     without one; empty when no record of the group carries a release (the table would say
-    nothing). One query whatever the group's size: the counts are the group's release facets
-    (kept by ingest and retention), each release's first and last record two endpoints of
-    the index on (group, release, occurred_at)."""
+    nothing). Two queries at most whatever the group's size: whether the group has release
+    facets (kept by ingest and retention), and only then their counts, each release's first
+    and last record two endpoints of the index on (group, release, occurred_at).
+
+    Each endpoint is looked up in the days' partitions of the group's span only (all its
+    records lie between its first and last), which PostgreSQL leaves out when it plans:
+    planned over every day of a month, the four lookups took about 16 ms of the largest
+    group's page at a million records, for half a millisecond of reading. A group with no
+    release facets is not planned for at all."""
+    releases = FailureGroupFacet.objects.filter(group=group.pk, dimension="release")
+    if not releases.exists():
+        return []
+    span = {"occurred_at__gte": group.first_seen, "occurred_at__lte": group.last_seen}
 
     def edge(release: Any, newest: bool) -> Subquery:
-        records = FailureRecord.objects.filter(group=group.pk, release=release)
+        records = FailureRecord.objects.filter(group=group.pk, release=release, **span)
         ordered = records.order_by("-occurred_at" if newest else "occurred_at")
         return Subquery(ordered.values("occurred_at")[:1])
 
     rows = list(
-        FailureGroupFacet.objects.filter(group=group.pk, dimension="release")
-        .annotate(
+        releases.annotate(
             first=edge(OuterRef("value"), newest=False),
             last=edge(OuterRef("value"), newest=True),
             unreleased_first=edge("", newest=False),

@@ -422,7 +422,7 @@ def test_the_group_page_shows_first_and_last_seen_per_release(
 def test_the_release_table_reads_counters_and_index_edges_and_matches_a_recount(
     shop_releases: APIClient, client_as: Any
 ) -> None:
-    """One query whatever the group's size, and the same answer as counting the records,
+    """Two queries whatever the group's size, and the same answer as counting the records,
     also after retention removed the oldest of them."""
     from triage.selectors import group_releases
     from triage.upkeep.retention import records_prune
@@ -447,7 +447,7 @@ def test_the_release_table_reads_counters_and_index_edges_and_matches_a_recount(
     def shown(group: FailureGroup) -> list[tuple[str, int, datetime, datetime]]:
         with CaptureQueriesContext(connection) as queries:
             rows = group_releases(group=group)
-        assert len(queries) == 1
+        assert len(queries) == 2
         return [(row.release, row.records, row.first_seen, row.last_seen) for row in rows]
 
     group = FailureGroup.objects.get()
@@ -466,6 +466,11 @@ def test_the_group_page_has_no_release_table_when_no_record_carries_one(
     response = client_as("viewer").get(f"/triage/groups/{group.pk}/")
     assert response.context["releases_seen"] == []
     assert 'id="releases-seen"' not in response.content.decode()
+    from triage.selectors import group_releases
+
+    with CaptureQueriesContext(connection) as queries:
+        assert group_releases(group=group) == []
+    assert len(queries) == 1  # no release facet: no record is looked up
 
 
 def test_the_triage_page_filters_by_release_and_keeps_it_in_the_url(
