@@ -1204,8 +1204,7 @@ def group_releases(*, group: FailureGroup, limit: int = GROUP_RELEASES_SHOWN) ->
             last=edge(OuterRef("value"), newest=True),
             unreleased_first=edge("", newest=False),
             unreleased_last=edge("", newest=True),
-        )
-        .values_list("value", "count", "first", "last", "unreleased_first", "unreleased_last")
+        ).values_list("value", "count", "first", "last", "unreleased_first", "unreleased_last")
     )
     if not rows:
         return []
