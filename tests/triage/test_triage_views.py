@@ -820,9 +820,18 @@ def test_the_triage_page_reads_beside_itself_the_same_rows_in_as_many_queries(
     assert read_beside == (2 if connection.vendor == "postgresql" else 0)
 
 
-def _overview(client: Client, url: str) -> Any:
-    response = client.get(url)
+def _overview(client: Client, url: str, *, facet_reads: int = 1) -> Any:
+    """The page's overview, from ``facet_reads`` statements on the groups' facets: the
+    sums per reason, and each group's facets only for a row whose sums were over other
+    groups than its own."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as queries:
+        response = client.get(url)
     assert response.status_code == 200
+    reads = [query for query in queries.captured_queries if "failuregroupfacet" in query["sql"]]
+    assert len(reads) == facet_reads
     return response.context["overview"]
 
 
@@ -830,8 +839,8 @@ def test_a_row_mixes_the_states_and_sources_of_its_own_groups_only(
     ingest_client: APIClient, client_as: Any
 ) -> None:
     """A group seen before and after a past window, but quiet in it, is not one of the row's
-    groups: its Quality Lab record is not in the row's mix (the page's read of the facets
-    finds it, since it was seen across the window)."""
+    groups: its Quality Lab record is not in the row's mix, though the sums per reason saw
+    it (seen across the window): the row then reads its groups' facets one by one."""
     now = timezone.now().replace(second=0, microsecond=0)
     ago = lambda days: (now - timedelta(days=days)).isoformat()  # noqa: E731
     ingest(
@@ -844,7 +853,7 @@ def test_a_row_mixes_the_states_and_sources_of_its_own_groups_only(
     _from_quality_lab(failure_item(tool="quietInWindow", occurred_at=ago(5), source="quality_lab"))
     since, until = ((now - timedelta(days=d)).strftime("%Y-%m-%dT%H:%M") for d in (10, 8))
     client = client_as("viewer")
-    overview = _overview(client, f"/?window=custom&since={since}&until={until}")
+    overview = _overview(client, f"/?window=custom&since={since}&until={until}", facet_reads=2)
     (row,) = [row for section in overview.sections for row in section.rows]
     assert [group.group.tool for group in row.groups] == ["inWindow"]
     assert row.source_mix == {"runtime": 1}
