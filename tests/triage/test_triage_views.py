@@ -6,7 +6,9 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -23,6 +25,12 @@ def ingest(client: APIClient, items: list[dict[str, Any]]) -> None:
         "/api/v1/ingest", data=json.dumps({"items": items}), content_type="application/json"
     )
     assert response.status_code == 200, response.content
+
+
+def _from_quality_lab(*items: dict[str, Any]) -> None:
+    """Quality Lab's records come only through its own channel."""
+    outcome = batch_ingest(owner=DESK_OWNER, channel=DESK_CHANNEL, items=list(items))
+    assert outcome.as_dict()["accepted"] == len(items)
 
 
 def recent(minutes: int = 5) -> str:
@@ -544,11 +552,7 @@ def test_a_sparkline_read_by_reason_leaves_out_the_groups_the_filters_leave_out(
             *(at(h, stage="retrieve", reason="no_candidates", tool="") for h in (1, 5)),
         ],
     )
-    batch_ingest(
-        owner=DESK_OWNER,
-        channel=DESK_CHANNEL,
-        items=[at(h, tool="getCart-lab", source="quality_lab") for h in (0.5, 2, 5)],
-    )
+    _from_quality_lab(*(at(h, tool="getCart-lab", source="quality_lab") for h in (0.5, 2, 5)))
     muted = FailureGroup.objects.get(tool="muted")
     group_act(group=muted, actor=None, action="mute", muted_until=now + timedelta(days=1))
     group_act(group=FailureGroup.objects.get(tool="resolved"), actor=None, action="resolve")
@@ -730,24 +734,16 @@ def test_an_adapter_reason_is_marked_as_the_desks_own(
 @pytest.fixture
 def mixed_sources(ingest_client: APIClient) -> APIClient:
     ingest(ingest_client, [failure_item(occurred_at=recent(), tool="getCart") for _ in range(2)])
-    # Quality Lab's records come only through its own channel.
-    batch_ingest(
-        owner=DESK_OWNER,
-        channel=DESK_CHANNEL,
-        items=[
-            *(
-                failure_item(occurred_at=recent(), tool="getCart", source="quality_lab")
-                for _ in range(3)
-            ),
-            failure_item(
-                stage="synthesize",
-                reason="unsatisfied_field",
-                tool="labOnly",
-                occurred_at=recent(),
-                source="quality_lab",
-                evidence={"field_name": "orderNo"},
-            ),
-        ],
+    _from_quality_lab(
+        *(failure_item(occurred_at=recent(), tool="getCart", source="quality_lab") for _ in "abc"),
+        failure_item(
+            stage="synthesize",
+            reason="unsatisfied_field",
+            tool="labOnly",
+            occurred_at=recent(),
+            source="quality_lab",
+            evidence={"field_name": "orderNo"},
+        ),
     )
     return ingest_client
 
@@ -787,9 +783,6 @@ def test_the_triage_page_reads_beside_itself_the_same_rows_in_as_many_queries(
     """On PostgreSQL, outside a transaction, the page reads its sparkline and facets on a
     second connection while it reads its groups (core.side_reads): the same rows, and
     the same number of statements, as read in turn."""
-    from django.db import connection
-    from django.test.utils import CaptureQueriesContext
-
     # A record in the window before: a trend to read.
     ingest(
         traffic,
@@ -824,9 +817,6 @@ def _overview(client: Client, url: str, *, facet_reads: int = 1) -> Any:
     """The page's overview, from ``facet_reads`` statements on the groups' facets: the
     sums per reason, and each group's facets only for a row whose sums were over other
     groups than its own."""
-    from django.db import connection
-    from django.test.utils import CaptureQueriesContext
-
     with CaptureQueriesContext(connection) as queries:
         response = client.get(url)
     assert response.status_code == 200
@@ -865,12 +855,6 @@ def test_a_row_mixes_the_states_and_sources_of_its_own_groups_only(
     assert {group.group.tool for group in row.groups} == {"inWindow", "quietInWindow"}
     assert row.source_mix == {"runtime": 2, "quality_lab": 1}
     assert sum(row.state_mix.values()) == 3 and row.state_mix["started_unknown"] >= 1
-
-
-def _from_quality_lab(*items: dict[str, Any]) -> None:
-    """Quality Lab's records come only through its own channel."""
-    outcome = batch_ingest(owner=DESK_OWNER, channel=DESK_CHANNEL, items=list(items))
-    assert outcome.as_dict()["accepted"] == len(items)
 
 
 def test_a_rows_mix_leaves_out_the_groups_the_filters_hide(
