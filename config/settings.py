@@ -154,6 +154,11 @@ else:
     _database.setdefault("OPTIONS", {})
     _database["OPTIONS"].setdefault("connect_timeout", env_int("DATABASE_CONNECT_TIMEOUT", 3))
 DATABASES = {"default": _database}
+# Workers PostgreSQL may start for one statement of the desk (config/postgresql/base.py):
+# none unless set, since a page's statement ran slower with them.
+DATABASE_PARALLEL_WORKERS = env_int("DATABASE_PARALLEL_WORKERS", 0, minimum=0)
+if DATABASE_PARALLEL_WORKERS > 1024:  # PostgreSQL's own limit, else no connection opens
+    raise ImproperlyConfigured("DATABASE_PARALLEL_WORKERS must be at most 1024.")
 # Indexes with included columns are PostgreSQL's; on SQLite they are indexes of their key
 # columns alone, which is what the embedded desk needs (triage.models.FailureRecord).
 SILENCED_SYSTEM_CHECKS = ["models.W040"]

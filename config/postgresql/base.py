@@ -37,6 +37,7 @@ import struct
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.db.backends.postgresql import base
 from psycopg import adapt, adapters
 from psycopg.pq import Format
@@ -84,7 +85,15 @@ class DatabaseWrapper(base.DatabaseWrapper):
         # planner's cost estimates of a query over many day partitions pass the JIT
         # threshold, where compiling took seconds for a query that runs in milliseconds
         # (measured: ingest's span probe, 9.4 s of JIT for 22 ms of work).
-        params["options"] = " ".join(filter(None, [params.get("options", ""), "-c jit=off"]))
+        # And no parallel workers unless configured (DATABASE_PARALLEL_WORKERS): a page's
+        # statement that PostgreSQL planned with two workers took longer, not shorter,
+        # than alone (the 24h triage page's window statement at a million records, 23 ms
+        # against 14 ms on two cores), since each worker is a process started for it; and
+        # every request's workers come out of one server-wide pool.
+        workers = f"-c max_parallel_workers_per_gather={settings.DATABASE_PARALLEL_WORKERS}"
+        params["options"] = " ".join(
+            filter(None, [params.get("options", ""), "-c jit=off", workers])
+        )
         return params
 
     def init_connection_state(self) -> None:

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.db import connection
@@ -33,6 +34,28 @@ def test_timestamps_come_back_as_django_would_give_them() -> None:
     assert loader is _UtcTimestamptzLoader
     assert moment == datetime.datetime(2026, 12, 1, 1, 0, 0, 123456, tzinfo=datetime.UTC)
     assert moment.tzinfo is datetime.UTC and missing is None
+
+
+def _setting(raw: Any, name: str) -> str:
+    with raw.cursor() as cursor:
+        cursor.execute(f"SHOW {name}")
+        return str(cursor.fetchone()[0])
+
+
+def test_no_jit_and_no_parallel_workers_unless_they_are_configured() -> None:
+    connection.ensure_connection()
+    assert _setting(connection.connection, "jit") == "off"
+    assert _setting(connection.connection, "max_parallel_workers_per_gather") == "0"
+
+
+def test_the_parallel_workers_a_deployment_sets_reach_each_connection(settings: Any) -> None:
+    settings.DATABASE_PARALLEL_WORKERS = 3
+    raw = connection.get_new_connection(connection.get_connection_params())
+    try:
+        assert _setting(raw, "max_parallel_workers_per_gather") == "3"
+        assert _setting(raw, "jit") == "off"
+    finally:
+        raw.close()
 
 
 def test_a_process_that_is_not_the_backend_is_never_reniced() -> None:

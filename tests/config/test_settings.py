@@ -102,6 +102,10 @@ def test_env_helpers_fail_loudly(monkeypatch: pytest.MonkeyPatch) -> None:
         ({"QUALITYLAB_CREDENTIAL_ENV_PREFIX": "DJANGO_"}, "DJANGO_"),
         ({"QUALITYLAB_ALLOWED_PRIVATE_HOSTS": "http://10.0.0.1/"}, "QUALITYLAB_ALLOWED_PRIVATE"),
         ({"QUALITYLAB_EXECUTE_TIMEOUT_SECONDS": "0"}, "QUALITYLAB_EXECUTE_TIMEOUT_SECONDS"),
+        # PostgreSQL would refuse every connection with these.
+        ({"DATABASE_PARALLEL_WORKERS": "1025"}, "DATABASE_PARALLEL_WORKERS must be at most"),
+        ({"DATABASE_PARALLEL_WORKERS": "-1"}, "DATABASE_PARALLEL_WORKERS must be at least"),
+        ({"DATABASE_PARALLEL_WORKERS": "two"}, "DATABASE_PARALLEL_WORKERS must be an integer"),
     ],
 )
 def test_unsafe_outbound_settings_stop_start_up(env: dict[str, str], named: str) -> None:
