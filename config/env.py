@@ -31,7 +31,7 @@ def env_bool(name: str, default: bool) -> bool:
     raise ImproperlyConfigured(f"{name} must be a boolean (1/0, true/false), got {value!r}.")
 
 
-def env_int(name: str, default: int, *, minimum: int = 0) -> int:
+def env_int(name: str, default: int, *, minimum: int = 0, maximum: int | None = None) -> int:
     value = os.environ.get(name)
     if value is None:
         return default
@@ -41,6 +41,8 @@ def env_int(name: str, default: int, *, minimum: int = 0) -> int:
         raise ImproperlyConfigured(f"{name} must be an integer, got {value!r}.") from None
     if number < minimum:
         raise ImproperlyConfigured(f"{name} must be at least {minimum}, got {number}.")
+    if maximum is not None and number > maximum:
+        raise ImproperlyConfigured(f"{name} must be at most {maximum}, got {number}.")
     return number
 
 

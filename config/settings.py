@@ -155,10 +155,11 @@ else:
     _database["OPTIONS"].setdefault("connect_timeout", env_int("DATABASE_CONNECT_TIMEOUT", 3))
 DATABASES = {"default": _database}
 # Workers PostgreSQL may start for one statement of the desk (config/postgresql/base.py):
-# none unless set, since a page's statement ran slower with them.
-DATABASE_PARALLEL_WORKERS = env_int("DATABASE_PARALLEL_WORKERS", 0, minimum=0)
-if DATABASE_PARALLEL_WORKERS > 1024:  # PostgreSQL's own limit, else no connection opens
-    raise ImproperlyConfigured("DATABASE_PARALLEL_WORKERS must be at most 1024.")
+# none unless set, since a page's statement ran slower with them. Retention's drop of a
+# day, which reads the whole day, has its own number (PostgreSQL's default, 2). PostgreSQL
+# refuses more than 1024.
+DATABASE_PARALLEL_WORKERS = env_int("DATABASE_PARALLEL_WORKERS", 0, maximum=1024)
+DATABASE_UPKEEP_PARALLEL_WORKERS = env_int("DATABASE_UPKEEP_PARALLEL_WORKERS", 2, maximum=1024)
 # Indexes with included columns are PostgreSQL's; on SQLite they are indexes of their key
 # columns alone, which is what the embedded desk needs (triage.models.FailureRecord).
 SILENCED_SYSTEM_CHECKS = ["models.W040"]

@@ -93,6 +93,11 @@ def test_env_helpers_fail_loudly(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SOME_INT", "-1")
     with pytest.raises(ImproperlyConfigured, match="at least 0"):
         env_int("SOME_INT", 1)
+    monkeypatch.setenv("SOME_INT", "11")
+    with pytest.raises(ImproperlyConfigured, match="SOME_INT must be at most 10, got 11"):
+        env_int("SOME_INT", 1, maximum=10)
+    monkeypatch.setenv("SOME_INT", "10")
+    assert env_int("SOME_INT", 1, maximum=10) == 10
 
 
 @pytest.mark.parametrize(
@@ -106,6 +111,7 @@ def test_env_helpers_fail_loudly(monkeypatch: pytest.MonkeyPatch) -> None:
         ({"DATABASE_PARALLEL_WORKERS": "1025"}, "DATABASE_PARALLEL_WORKERS must be at most"),
         ({"DATABASE_PARALLEL_WORKERS": "-1"}, "DATABASE_PARALLEL_WORKERS must be at least"),
         ({"DATABASE_PARALLEL_WORKERS": "two"}, "DATABASE_PARALLEL_WORKERS must be an integer"),
+        ({"DATABASE_UPKEEP_PARALLEL_WORKERS": "2048"}, "DATABASE_UPKEEP_PARALLEL_WORKERS must"),
     ],
 )
 def test_unsafe_outbound_settings_stop_start_up(env: dict[str, str], named: str) -> None:

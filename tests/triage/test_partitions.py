@@ -146,6 +146,30 @@ def test_retention_drops_whole_days_and_every_counter_stays_exact(history: int) 
     assert (again.status, again.records_deleted) == (RetentionStatus.DONE, 0)
 
 
+def _workers_now(cursor: Any) -> str:
+    cursor.execute("SHOW max_parallel_workers_per_gather")
+    return str(cursor.fetchone()[0])
+
+
+@override_settings(DATABASE_UPKEEP_PARALLEL_WORKERS=3)
+def test_a_drop_reads_its_day_with_the_upkeep_workers_and_pages_keep_none(history: int) -> None:
+    """Each of the drop's reads of the day runs with DATABASE_UPKEEP_PARALLEL_WORKERS; the
+    connection is back to none once the drop's transaction ends."""
+    seen: list[str] = []
+
+    def note_workers(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        if " FROM triage_failurerecord_x" in sql:
+            seen.append(_workers_now(context["cursor"]))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(note_workers):
+        run = _prune()
+    assert run.status == RetentionStatus.DONE, run.error
+    assert seen == ["3"] * 3 * 10  # three reads a day, ten days dropped
+    with connection.cursor() as cursor:
+        assert _workers_now(cursor) == "0"
+
+
 def test_a_prune_across_a_partition_boundary_drops_days_and_prunes_default_rows() -> None:
     # Records of days that have no partition wait in the default partition: the prune
     # removes those before the cutoff one by one, and drops the days that have one.
