@@ -71,6 +71,17 @@ def add_strict_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def below(value: float, limit: float) -> str:
+    """``value`` with one decimal, or as many more as it takes not to read as ``limit`` when
+    it is on the other side of it (99.97 against a target under 100 reads 99.97, not
+    100.0)."""
+    for decimals in range(1, 6):
+        shown = f"{value:.{decimals}f}"
+        if (float(shown) < limit) == (value < limit):
+            return shown
+    return f"{value:.6f}"
+
+
 def machine() -> dict[str, object]:
     """What ran the benchmark: its cores, CPU model and load when the run ended."""
     model = platform.processor() or platform.machine()

@@ -11,7 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from bench.verdict import EXIT_BROKEN, EXIT_MET, EXIT_MISSED, Verdicts, add_strict_argument, ratio
+from bench.verdict import (
+    EXIT_BROKEN,
+    EXIT_MET,
+    EXIT_MISSED,
+    Verdicts,
+    add_strict_argument,
+    below,
+    ratio,
+)
 
 
 def verdicts() -> tuple[Verdicts, list[str]]:
@@ -109,3 +117,19 @@ def test_make_bench_passes_strict_to_every_benchmark_it_runs() -> None:
     runs = re.findall(r"bench/\w+\.py[^;|\n]*", planned)
     assert len(runs) >= 9
     assert all(run.rstrip(" \\").endswith(" --strict") for run in runs), runs
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        (99.97, "99.97"),  # met, not "100.0"
+        (99.9999, "99.9999"),
+        (100.0, "100.0"),
+        (100.04, "100.0"),  # missed, and "100.0" is not under 100 either
+        (87.25, "87.2"),
+        (12.0, "12.0"),
+    ],
+)
+def test_a_figure_never_reads_as_its_limit_on_the_wrong_side(value: float, shown: str) -> None:
+    assert below(value, 100.0) == shown
+    assert (float(below(value, 100.0)) < 100.0) == (value < 100.0)
