@@ -1,5 +1,6 @@
 """Django's PostgreSQL backend, with ``timestamptz`` columns read by psycopg's C loader,
-each connection's server process run at the niceness of the process it serves, and no JIT.
+each connection's server process run at the niceness of the process it serves, no JIT, and
+no parallel workers unless configured (``DATABASE_PARALLEL_WORKERS``).
 
 Django registers its own loader for ``timestamptz`` (to attach the connection's time zone),
 a subclass of psycopg's pure-Python one, so every timestamp a query returns is parsed in

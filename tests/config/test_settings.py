@@ -114,7 +114,7 @@ def test_env_helpers_fail_loudly(monkeypatch: pytest.MonkeyPatch) -> None:
         ({"DATABASE_UPKEEP_PARALLEL_WORKERS": "2048"}, "DATABASE_UPKEEP_PARALLEL_WORKERS must"),
     ],
 )
-def test_unsafe_outbound_settings_stop_start_up(env: dict[str, str], named: str) -> None:
+def test_unsafe_or_unusable_settings_stop_start_up(env: dict[str, str], named: str) -> None:
     result = _manage("check", env={"DJANGO_DEBUG": "1", **env})
     assert result.returncode != 0
     assert named in result.stderr
