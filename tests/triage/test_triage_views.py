@@ -735,7 +735,10 @@ def test_an_adapter_reason_is_marked_as_the_desks_own(
 def mixed_sources(ingest_client: APIClient) -> APIClient:
     ingest(ingest_client, [failure_item(occurred_at=recent(), tool="getCart") for _ in range(2)])
     _from_quality_lab(
-        *(failure_item(occurred_at=recent(), tool="getCart", source="quality_lab") for _ in "abc"),
+        *(
+            failure_item(occurred_at=recent(), tool="getCart", source="quality_lab")
+            for _ in range(3)
+        ),
         failure_item(
             stage="synthesize",
             reason="unsatisfied_field",
